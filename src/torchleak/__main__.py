@@ -1,0 +1,3 @@
+from torchleak.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,85 @@
+"""The ``torchleak`` command: a thin dispatcher, one module per subcommand.
+
+Each ``torchleak.commands.<name>`` module has ``HELP``, ``configure(parser)`` and
+``execute(args) -> int``. Modules are imported only when their subcommand runs, so
+``torchleak check`` never pays for importing torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from torchleak.errors import EXIT_SOFTWARE, TorchleakError
+
+COMMANDS: dict[str, str] = {
+    "run": "record a training script and say whether it leaks",
+    "check": "find leak patterns in source code without running it",
+    "report": "render a recorded run as text, HTML or JSON",
+    "query": "run read-only SQL against a run's trace",
+    "top": "watch a running trace live",
+    "ls": "list recorded runs",
+}
+
+
+def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="torchleak",
+        description="Find, explain and stop memory leaks in PyTorch training.",
+    )
+    parser.add_argument("--version", action="version", version=_version())
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    wanted = next((a for a in argv if not a.startswith("-")), None)
+    for name, summary in COMMANDS.items():
+        cmd_parser = sub.add_parser(name, help=summary, description=summary)
+        # Only the chosen subcommand's module is imported (keeps `check` free of torch).
+        if name == wanted:
+            module = importlib.import_module(f"torchleak.commands.{name}")
+            module.configure(cmd_parser)
+            cmd_parser.set_defaults(_execute=module.execute)
+    return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"torchleak {version('torchleak')}"
+    except PackageNotFoundError:
+        return "torchleak (not installed)"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    parser = _build_parser(args_list)
+    args = parser.parse_args(args_list)
+    execute = getattr(args, "_execute", None)
+    if execute is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(execute(args))
+    except TorchleakError as err:
+        print(f"torchleak: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as err:  # noqa: BLE001 - last resort: one line, not a traceback dump
+        print(
+            f"torchleak: internal error: {type(err).__name__}: {err} "
+            "(please report it; set TORCHLEAK_DEBUG=1 for the traceback)",
+            file=sys.stderr,
+        )
+        if _debug():
+            raise
+        return EXIT_SOFTWARE
+
+
+def _debug() -> bool:
+    import os
+
+    return os.environ.get("TORCHLEAK_DEBUG", "") not in ("", "0")
