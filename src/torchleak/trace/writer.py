@@ -134,13 +134,20 @@ class TraceWriter:
             )
             conn.execute("COMMIT")
 
+    def connection(self) -> sqlite3.Connection:
+        """The writer's connection, for reading back once the flush thread is stopped."""
+        return self._conn
+
+    def stop_thread(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
+        self.stop_thread()
         self.flush()
         try:
             # Fold the WAL back so the trace is one self-contained file.

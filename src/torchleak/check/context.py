@@ -1,0 +1,224 @@
+"""One pass over a module that records, for every statement and call, where it runs:
+which function and class, inside which loops, and whether autograd is off there.
+
+Rules query this index instead of walking the tree again, which keeps a 100k-line
+tree at a few seconds.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from dataclasses import dataclass, field
+
+from torchleak.check.astutil import FUNCS, LOOPS, dotted, last_name
+
+Loop = ast.For | ast.AsyncFor | ast.While
+Func = ast.FunctionDef | ast.AsyncFunctionDef
+
+_GRAD_OFF_CALLS = {
+    "torch.no_grad", "no_grad", "torch.inference_mode", "inference_mode",
+    "torch.autograd.no_grad", "torch.autograd.grad_mode.no_grad",
+}
+# Lightning runs these hooks under no_grad/inference_mode itself.
+_LIGHTNING_EVAL = ("validation_step", "test_step", "predict_step", "validation_epoch_end",
+                   "test_epoch_end", "on_validation_", "on_test_", "on_predict_",
+                   "validation_step_end", "test_step_end")
+_NAMES_ALWAYS_BOUND = set(dir(builtins)) | {
+    "__file__", "__name__", "__doc__", "__spec__", "__path__", "__builtins__",
+    "get_ipython", "display", "__loader__", "__package__", "__annotations__",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Ctx:
+    """Where a node runs. ``loops`` are the enclosing loops of the current function
+    (outermost first); ``ifs`` the ``if`` statements entered since the innermost loop."""
+
+    func: Func | None = None
+    cls: ast.ClassDef | None = None
+    loops: tuple[Loop, ...] = ()
+    grad_off: bool = False
+    ifs: tuple[ast.If, ...] = ()
+
+
+def grad_mode_of(expr: ast.AST) -> bool | None:
+    """True when a ``with`` item or decorator switches autograd off, False when on."""
+    call = expr if isinstance(expr, ast.Call) else None
+    name = dotted(call.func if call else expr)
+    if name in _GRAD_OFF_CALLS:
+        if call and call.args and isinstance(call.args[0], ast.Constant):
+            return not call.args[0].value if name.endswith("inference_mode") else None
+        return True
+    if name.endswith("set_grad_enabled") and call and call.args:
+        arg = call.args[0]
+        return (arg.value is False) if isinstance(arg, ast.Constant) else None
+    if name.endswith("enable_grad"):
+        return False
+    return None
+
+
+def is_lightning_eval_hook(func: Func, cls: ast.ClassDef | None) -> bool:
+    return cls is not None and func.name.startswith(_LIGHTNING_EVAL)
+
+
+@dataclass
+class ModuleIndex:
+    tree: ast.Module
+    calls: list[tuple[ast.Call, Ctx]] = field(default_factory=list)
+    augassigns: list[tuple[ast.AugAssign, Ctx]] = field(default_factory=list)
+    assigns: list[tuple[ast.Assign | ast.AnnAssign, Ctx]] = field(default_factory=list)
+    funcs: list[tuple[Func, Ctx]] = field(default_factory=list)
+    classes: list[ast.ClassDef] = field(default_factory=list)
+    stmt_ctx: dict[ast.stmt, Ctx] = field(default_factory=dict)
+    parent: dict[ast.stmt, tuple[ast.AST, str]] = field(default_factory=dict)
+    bound: set[str] = field(default_factory=set)
+    star_import: bool = False
+    _step_loop: dict[int, bool] = field(default_factory=dict)
+
+    # -- names ---------------------------------------------------------------------
+    def is_undefined(self, name: str) -> bool:
+        """A name never bound in this file: the source is an excerpt, context unknown."""
+        return not self.star_import and name not in self.bound and name not in _NAMES_ALWAYS_BOUND
+
+    # -- loops ---------------------------------------------------------------------
+    def is_step_loop(self, loop: Loop) -> bool:
+        """A loop that runs once per training/eval step (or contains such a loop)."""
+        key = id(loop)
+        if key not in self._step_loop:
+            from torchleak.check.steps import looks_like_step_loop
+
+            self._step_loop[key] = looks_like_step_loop(loop)
+        return self._step_loop[key]
+
+    def innermost_step_loop(self, ctx: Ctx) -> Loop | None:
+        for loop in reversed(ctx.loops):
+            if self.is_step_loop(loop):
+                return loop
+        return None
+
+    def is_batch_loop(self, loop: Loop) -> bool:
+        """A step loop with no step loop inside: its body runs once per batch."""
+        from torchleak.check.astutil import walk_local
+
+        if not self.is_step_loop(loop):
+            return False
+        return not any(isinstance(n, LOOPS) and n is not loop and self.is_step_loop(n)
+                       for n in walk_local(loop))
+
+    def block_of(self, stmt: ast.stmt) -> list[ast.stmt] | None:
+        entry = self.parent.get(stmt)
+        if entry is None:
+            return None
+        body = getattr(entry[0], entry[1], None)
+        return body if isinstance(body, list) else None
+
+
+class _Indexer:
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+
+    def block(self, stmts: list[ast.stmt], ctx: Ctx, owner: ast.AST, fieldname: str) -> None:
+        for stmt in stmts:
+            self.index.parent[stmt] = (owner, fieldname)
+            self.stmt(stmt, ctx)
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                mode = grad_mode_of(stmt.value) if dotted(stmt.value.func).endswith(
+                    "set_grad_enabled") else None
+                if mode is not None:
+                    ctx = Ctx(ctx.func, ctx.cls, ctx.loops, mode, ctx.ifs)
+
+    def stmt(self, node: ast.stmt, ctx: Ctx) -> None:
+        idx = self.index
+        idx.stmt_ctx[node] = ctx
+        if isinstance(node, FUNCS):
+            self.function(node, ctx)
+            return
+        if isinstance(node, ast.ClassDef):
+            idx.classes.append(node)
+            idx.bound.add(node.name)
+            self.exprs(node.bases + node.decorator_list, ctx)
+            self.block(node.body, Ctx(None, node, (), False, ()), node, "body")
+            return
+        if isinstance(node, ast.AugAssign):
+            idx.augassigns.append((node, ctx))
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            idx.assigns.append((node, ctx))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            self.imports(node)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            idx.bound.update(node.names)
+        inner = ctx
+        if isinstance(node, LOOPS):
+            inner = Ctx(ctx.func, ctx.cls, ctx.loops + (node,), ctx.grad_off, ())
+        elif isinstance(node, (ast.With, ast.AsyncWith)):
+            modes = [grad_mode_of(item.context_expr) for item in node.items]
+            mode = next((m for m in modes if m is not None), None)
+            if mode is not None:
+                inner = Ctx(ctx.func, ctx.cls, ctx.loops, mode, ctx.ifs)
+        for name, value in ast.iter_fields(node):
+            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+                sub = inner
+                if isinstance(node, ast.If) and name in ("body", "orelse"):
+                    sub = Ctx(inner.func, inner.cls, inner.loops, inner.grad_off,
+                              inner.ifs + (node,))
+                if isinstance(node, LOOPS) and name == "orelse":
+                    sub = ctx
+                self.block(value, sub, node, name)
+            elif isinstance(value, list):
+                for item in value:
+                    if isinstance(item, ast.excepthandler):
+                        if item.name:
+                            idx.bound.add(item.name)
+                        self.block(item.body, inner, item, "body")
+                    elif isinstance(item, ast.match_case):
+                        self.exprs([item.pattern], ctx)
+                        self.block(item.body, inner, item, "body")
+                    elif isinstance(item, ast.AST):
+                        self.exprs([item], ctx)
+            elif isinstance(value, ast.AST):
+                self.exprs([value], ctx)
+
+    def function(self, node: ast.FunctionDef | ast.AsyncFunctionDef, ctx: Ctx) -> None:
+        idx = self.index
+        idx.funcs.append((node, ctx))
+        idx.bound.add(node.name)
+        self.exprs(node.decorator_list + [node.args], ctx)
+        grad_off = is_lightning_eval_hook(node, ctx.cls)
+        for deco in node.decorator_list:
+            mode = grad_mode_of(deco)
+            if mode is not None:
+                grad_off = mode
+        self.block(node.body, Ctx(node, ctx.cls, (), grad_off, ()), node, "body")
+
+    def exprs(self, nodes: list[ast.AST], ctx: Ctx) -> None:
+        idx = self.index
+        stack = list(nodes)
+        while stack:
+            node = stack.pop()
+            if isinstance(node, ast.Call):
+                idx.calls.append((node, ctx))
+            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                idx.bound.add(node.id)
+            elif isinstance(node, ast.arg):
+                idx.bound.add(node.arg)
+            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+                idx.bound.add(node.name)
+            stack.extend(ast.iter_child_nodes(node))
+
+    def imports(self, node: ast.Import | ast.ImportFrom) -> None:
+        for alias in node.names:
+            if alias.name == "*":
+                self.index.star_import = True
+            else:
+                self.index.bound.add(alias.asname or alias.name.split(".")[0])
+
+
+def build_index(tree: ast.Module) -> ModuleIndex:
+    index = ModuleIndex(tree)
+    _Indexer(index).block(tree.body, Ctx(), tree, "body")
+    return index
+
+
+def callee(call: ast.Call) -> str:
+    return last_name(call.func)

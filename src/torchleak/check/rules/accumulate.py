@@ -1,0 +1,158 @@
+"""TL101/TL102: tensors that keep their autograd graph beyond the step that made them."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchleak.check.astutil import dotted, pos, root_name, target_key, tokens
+from torchleak.check.containers import is_bounded_deque, outlives_step, used_as_tensor_batch
+from torchleak.check.context import Ctx
+from torchleak.check.diagnostic import Fix
+from torchleak.check.rules.base import Analysis, Finding, Rule, append_method_fix
+from torchleak.check.taint import name_hints_tensor
+
+_STORE_METHODS = {"append", "extend", "insert", "appendleft", "add"}
+_METER_WORDS = {"meter", "meters", "avg", "average", "averager", "tracker", "losses", "stats"}
+
+
+def _graph_value(a: Analysis, value: ast.AST, container: ast.AST, ctx: Ctx) -> bool | None:
+    """True when ``value`` carries a graph into a container that outlives the step."""
+    if ctx.grad_off and not isinstance(value, ast.Name):
+        return False
+    lives = outlives_step(a, container, ctx)
+    root = root_name(container)
+    if lives is None:
+        # An excerpt: the container is defined elsewhere, so judge by the names alone.
+        if ctx.func is not None or ctx.loops or not a.index.is_undefined(root):
+            return False
+        if a.taint.carries_graph(value, ctx):
+            return True
+        return (isinstance(value, ast.Name) and a.index.is_undefined(value.id)
+                and name_hints_tensor(value.id))
+    if not lives:
+        return False
+    key = target_key(container)
+    if a.taint.is_backwarded(key, ctx) or a.taint.is_backwarded(root, ctx):
+        return False  # gradient accumulation / micro-batching: the graph is wanted
+    return a.taint.carries_graph(value, ctx)
+
+
+def _scalar_like(a: Analysis, value: ast.AST, ctx: Ctx) -> bool:
+    """A loss is a scalar, so ``.item()`` is safe on it."""
+    name = dotted(value)
+    if not name:
+        return False
+    return "loss" in tokens(name.split(".")[-1]) or a.taint.is_backwarded(name, ctx)
+
+
+def _fix(a: Analysis, value: ast.AST, key: str, ctx: Ctx) -> Fix | None:
+    if isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set, ast.Starred)):
+        return None
+    if _scalar_like(a, value, ctx) and not used_as_tensor_batch(a, key):
+        return append_method_fix(a, value, "item")
+    return append_method_fix(a, value, "detach")
+
+
+class TensorAccumulated(Rule):
+    code = "TL101"
+    name = "tensor-accumulated-with-graph"
+    summary = "A tensor is summed across loop iterations without `.item()`/`.detach()`."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        for node, ctx in a.index.augassigns:
+            if isinstance(node.op, (ast.Add, ast.Sub)) and not ctx.grad_off:
+                yield from self._site(a, node.target, node.value, ctx, node)
+        for node, ctx in a.index.assigns:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and not ctx.grad_off:
+                other = _self_referential(node.targets[0], node.value)
+                if other is not None:
+                    yield from self._site(a, node.targets[0], other, ctx, node)
+
+    def _site(self, a: Analysis, target: ast.AST, value: ast.AST, ctx: Ctx,
+              node: ast.AST) -> Iterator[Finding]:
+        if not _graph_value(a, value, target, ctx):
+            return
+        key = target_key(target) or "the total"
+        text = a.segment(value)
+        fix = _fix(a, value, key, ctx)
+        how = "`.item()`" if fix and ".item()" in fix.message else "`.detach()`"
+        yield Finding(node, f"`{key}` accumulates `{text}` with its autograd graph across "
+                            f"iterations, so every step's graph stays alive; add {how} to "
+                            f"`{text}`", fix)
+
+
+def _self_referential(target: ast.AST, value: ast.AST) -> ast.AST | None:
+    """``x = x + v`` or ``x = torch.cat([x, v])``: returns ``v``."""
+    key = target_key(target)
+    if not key or not isinstance(target, (ast.Name, ast.Attribute)):
+        return None
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        if dotted(value.left) == key:
+            return value.right
+        if dotted(value.right) == key:
+            return value.left
+    if isinstance(value, ast.Call) and dotted(value.func) in ("torch.cat", "torch.concat"):
+        if value.args and isinstance(value.args[0], (ast.List, ast.Tuple)):
+            elts = value.args[0].elts
+            if len(elts) == 2 and dotted(elts[0]) == key:
+                return elts[1]
+    return None
+
+
+class GraphTensorStored(Rule):
+    code = "TL102"
+    name = "graph-tensor-stored"
+    summary = ("A tensor that carries its autograd graph is stored in a list, dict or "
+               "attribute that outlives the step.")
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        for call, ctx in a.index.calls:
+            func = call.func
+            if not isinstance(func, ast.Attribute) or not call.args:
+                continue
+            container = func.value
+            if func.attr in _STORE_METHODS:
+                value = call.args[-1] if func.attr != "extend" else call.args[0]
+            elif func.attr == "update" and _is_meter(container):
+                value = call.args[0]
+            else:
+                continue
+            yield from self._site(a, call, container, value, ctx)
+        for node, ctx in a.index.assigns:
+            for target in getattr(node, "targets", [getattr(node, "target", None)]):
+                if isinstance(target, ast.Subscript) and node.value is not None:
+                    if _loop_variant_key(a, target, ctx):
+                        yield from self._site(a, node, target.value, node.value, ctx)
+
+    def _site(self, a: Analysis, node: ast.AST, container: ast.AST, value: ast.AST,
+              ctx: Ctx) -> Iterator[Finding]:
+        key = target_key(container)
+        if not key or is_bounded_deque(a, key):
+            return
+        if not _graph_value(a, value, container, ctx):
+            return
+        text = a.segment(value)
+        if len(text) > 40:
+            text = text[:37] + "..."
+        fix = _fix(a, value, key, ctx)
+        how = ("`.item()`" if fix and ".item()" in fix.message
+               else "`.detach()` (and `.cpu()` if it is only kept for metrics)")
+        yield Finding(node, f"`{text}` is stored in `{key}` with its autograd graph and "
+                            f"outlives the step, so every step's graph stays alive; store "
+                            f"it with {how}", fix)
+
+
+def _is_meter(container: ast.AST) -> bool:
+    name = dotted(container).split(".")[-1] if dotted(container) else ""
+    return bool(name) and bool(set(tokens(name)) & _METER_WORDS)
+
+
+def _loop_variant_key(a: Analysis, target: ast.Subscript, ctx: Ctx) -> bool:
+    """``outputs[step] = out`` grows; ``state["last"] = out`` is overwritten."""
+    loop = a.index.innermost_step_loop(ctx)
+    if loop is None or not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return False
+    loop_vars = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+    used = {n.id for n in ast.walk(target.slice) if isinstance(n, ast.Name)}
+    return bool(loop_vars & used) and pos(target) > pos(loop)

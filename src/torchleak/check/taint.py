@@ -1,0 +1,244 @@
+"""Does a value carry an autograd graph? A small, flow-aware taint analysis per function.
+
+Evidence a value carries a graph: it comes from a model or loss call (``model(x)``,
+``criterion(out, y)``, ``F.cross_entropy``), from arithmetic or tensor methods on such a
+value, or ``.backward()`` is called on it. ``.item()``, ``.detach()``, ``float()``,
+``.numpy()`` and code under ``no_grad`` end the graph. Without evidence we say no:
+default-on rules must be precise.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+from torchleak.check.astutil import FUNCS, Position, dotted, last_name, names_in, pos, tokens
+from torchleak.check.astutil import walk_local
+from torchleak.check.context import Ctx, ModuleIndex
+from torchleak.check.steps import is_backward_call
+
+_SOURCE_TOKENS = {
+    "model", "net", "network", "encoder", "decoder", "generator", "discriminator",
+    "backbone", "classifier", "critic", "unet", "vae", "transformer", "forward", "criterion",
+    "loss", "entropy", "kl", "encode", "decode", "head", "actor", "policy", "lm",
+}
+_KILL_METHODS = {"item", "tolist", "numpy", "detach", "detach_", "argmax", "argmin",
+                 "nonzero", "size", "dim", "numel", "eq", "ne", "gt", "lt", "ge", "le",
+                 "all", "any", "isnan", "isinf", "isfinite"}
+_KILL_FUNCS = {"float", "int", "bool", "str", "len", "round", "repr", "format", "isinstance",
+               "print", "id", "type", "list_of_floats"}
+_KILL_ATTRS = {"data", "grad", "shape", "dtype", "device", "requires_grad", "ndim"}
+_PROPAGATE_FUNCS = {"sum", "max", "min", "abs", "tuple", "list"}
+# Name words that denote a loss/output tensor; used only for names the file never
+# defines (an excerpt), where there is no other evidence to go on.
+_HINT_WORDS = {"loss", "iou", "miou", "acc", "accuracy", "dice", "logits", "logit", "out",
+               "output", "outputs", "pred", "preds", "prediction", "predictions", "yhat",
+               "recon", "score"}
+_MAX_DEPTH = 12
+
+
+@dataclass(frozen=True)
+class Def:
+    pos: Position
+    value: ast.AST | None
+    index: int | None  # element of a tuple unpacking
+    grad_off: bool
+
+
+@dataclass
+class ScopeFacts:
+    defs: dict[str, list[Def]] = field(default_factory=dict)
+    backward: dict[str, list[Position]] = field(default_factory=dict)
+    consumed: set[str] = field(default_factory=set)
+
+
+def is_source_call(call: ast.Call) -> bool:
+    """A call that returns a graph-carrying tensor: a model forward or a loss."""
+    func = call.func
+    if isinstance(func, ast.Name) and func.id == "self":
+        return True
+    name = last_name(func)
+    if not name or (name[0].isupper() and len(name) > 1):
+        return False  # ``MyModel(...)`` / ``nn.MSELoss()`` construct, they do not compute
+    words = tokens(name)
+    last = words[-1] if words else ""
+    return last in _SOURCE_TOKENS or last.endswith(("net", "loss")) or last.startswith("net")
+
+
+def name_hints_tensor(name: str) -> bool:
+    words = tokens(name)
+    return bool(words) and (words[-1] in _HINT_WORDS or words[0] == "loss")
+
+
+class Taint:
+    def __init__(self, index: ModuleIndex) -> None:
+        self.index = index
+        self._facts: dict[int, ScopeFacts] = {}
+
+    def facts(self, scope: ast.AST | None) -> ScopeFacts:
+        key = id(scope)
+        if key not in self._facts:
+            self._facts[key] = self._collect(scope or self.index.tree)
+        return self._facts[key]
+
+    def carries_graph(self, expr: ast.AST, ctx: Ctx, at: Position | None = None) -> bool:
+        facts = self.facts(ctx.func)
+        return self._expr(expr, facts, at or pos(expr), 0, frozenset())
+
+    def is_backwarded(self, name: str, ctx: Ctx) -> bool:
+        """The name flows into a ``.backward()``: graph building is intended."""
+        return name in self.facts(ctx.func).consumed
+
+    # -- collection ------------------------------------------------------------------
+    def _collect(self, scope: ast.AST) -> ScopeFacts:
+        facts = ScopeFacts()
+        stmt_ctx = self.index.stmt_ctx
+        for node in walk_local(scope):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                ctx = stmt_ctx.get(node)
+                off = bool(ctx and ctx.grad_off)
+                value = node.value
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for target in targets:
+                    self._add_target(facts, target, value, node, off)
+            elif isinstance(node, (ast.For, ast.AsyncFor)):
+                self._add_target(facts, node.target, None, node, False)
+            elif isinstance(node, ast.NamedExpr):
+                self._add_target(facts, node.target, node.value, node, False)
+            elif isinstance(node, ast.Call) and is_backward_call(node):
+                for name in _backward_names(node):
+                    facts.backward.setdefault(name, []).append(pos(node))
+        for defs in facts.defs.values():
+            defs.sort(key=lambda d: d.pos)
+        self._consumed(facts)
+        return facts
+
+    @staticmethod
+    def _add_target(facts: ScopeFacts, target: ast.AST, value: ast.AST | None,
+                    stmt: ast.AST, off: bool) -> None:
+        if isinstance(target, ast.Name):
+            facts.defs.setdefault(target.id, []).append(Def(pos(stmt), value, None, off))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for i, elt in enumerate(target.elts):
+                if isinstance(elt, ast.Name):
+                    facts.defs.setdefault(elt.id, []).append(Def(pos(stmt), value, i, off))
+
+    @staticmethod
+    def _consumed(facts: ScopeFacts) -> None:
+        consumed = set(facts.backward)
+        for _ in range(6):
+            before = len(consumed)
+            for name in list(consumed):
+                for d in facts.defs.get(name, ()):
+                    if d.value is not None:
+                        consumed |= names_in(d.value)
+            if len(consumed) == before:
+                break
+        facts.consumed = consumed
+
+    # -- evaluation ------------------------------------------------------------------
+    def _expr(self, node: ast.AST, facts: ScopeFacts, at: Position, depth: int,
+              killed: frozenset[str]) -> bool:
+        if depth > _MAX_DEPTH:
+            return False
+        rec = lambda n, k=killed: self._expr(n, facts, at, depth + 1, k)  # noqa: E731
+        if isinstance(node, ast.Name):
+            return node.id not in killed and self._name(node.id, facts, at, depth)
+        if isinstance(node, ast.Call):
+            return self._call(node, rec)
+        if isinstance(node, ast.Attribute):
+            return node.attr not in _KILL_ATTRS and rec(node.value)
+        if isinstance(node, (ast.Subscript, ast.Starred)):
+            return rec(node.value)
+        if isinstance(node, ast.BinOp):
+            return rec(node.left) or rec(node.right)
+        if isinstance(node, ast.UnaryOp):
+            return not isinstance(node.op, ast.Not) and rec(node.operand)
+        if isinstance(node, ast.IfExp):
+            return rec(node.body) or rec(node.orelse, killed | _isinstance_tensor(node.test))
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(rec(e) for e in node.elts)
+        if isinstance(node, ast.Dict):
+            return any(rec(v) for v in node.values)
+        return False
+
+    def _call(self, node: ast.Call, rec) -> bool:  # noqa: ANN001 - a local closure
+        func = node.func
+        name = last_name(func)
+        if name in _KILL_FUNCS and isinstance(func, ast.Name):
+            return False
+        full = dotted(func)
+        if full.startswith(("np.", "numpy.", "math.", "statistics.")):
+            return False
+        if isinstance(func, ast.Attribute) and name in _KILL_METHODS:
+            return False
+        if is_source_call(node):
+            return True
+        if isinstance(func, ast.Attribute) and not full.startswith("torch.") and rec(func.value):
+            return True  # a tensor method: loss.mean(), out.cpu(), out.view(-1)
+        if full.startswith("torch.") or (isinstance(func, ast.Name)
+                                         and func.id in _PROPAGATE_FUNCS):
+            return any(rec(a) for a in node.args)
+        return False
+
+    def _name(self, name: str, facts: ScopeFacts, at: Position, depth: int) -> bool:
+        defs = facts.defs.get(name, ())
+        before = [d for d in defs if d.pos < at]
+        d = before[-1] if before else None
+        if d is not None and not d.grad_off and d.value is not None:
+            value = _element(d.value, d.index, name)
+            if value is not None and self._expr(value, facts, d.pos, depth + 1, frozenset()):
+                return True
+            if value is not None and _is_killer(value):
+                return False
+        start = d.pos if d is not None else (0, 0)
+        if d is not None and d.grad_off:
+            return False
+        return any(p > start for p in facts.backward.get(name, ()))
+
+
+def _backward_names(call: ast.Call) -> set[str]:
+    """Names (and ``self.x`` chains) whose graph a backward call consumes."""
+    found: set[str] = set()
+    for node in ast.walk(call):
+        if isinstance(node, ast.Name) and node.id != "self":
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and dotted(node).startswith("self."):
+            found.add(dotted(node))
+    return found
+
+
+def _element(value: ast.AST, index: int | None, name: str) -> ast.AST | None:
+    """The part of ``value`` bound to ``name`` in ``a, b = value``."""
+    if index is None:
+        return value
+    if isinstance(value, (ast.Tuple, ast.List)):
+        return value.elts[index] if index < len(value.elts) else None
+    if isinstance(value, ast.Call) and is_source_call(value):
+        # ``loss, logs = compute_loss(...)``: only the loss-named parts are tensors.
+        words = tokens(last_name(value.func))
+        if words and words[-1] in ("loss", "criterion", "entropy", "kl"):
+            return value if "loss" in tokens(name) else None
+        return value
+    return None
+
+
+def _is_killer(value: ast.AST) -> bool:
+    if isinstance(value, ast.Call):
+        name = last_name(value.func)
+        return name in _KILL_METHODS or (isinstance(value.func, ast.Name)
+                                         and name in _KILL_FUNCS)
+    return isinstance(value, (ast.Constant, ast.JoinedStr, ast.Compare))
+
+
+def _isinstance_tensor(test: ast.AST) -> frozenset[str]:
+    """Names known *not* to be tensors in the else-branch of ``isinstance(x, Tensor)``."""
+    if (isinstance(test, ast.Call) and last_name(test.func) == "isinstance"
+            and len(test.args) == 2 and isinstance(test.args[0], ast.Name)
+            and "Tensor" in dotted(test.args[1])):
+        return frozenset({test.args[0].id})
+    return frozenset()
+
+
+def enclosing_scope_is_function(ctx: Ctx) -> bool:
+    return isinstance(ctx.func, FUNCS)

@@ -1,0 +1,1 @@
+"""One module per ``torchleak`` subcommand: ``configure(parser)`` and ``execute(args)``."""

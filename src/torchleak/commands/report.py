@@ -1,0 +1,58 @@
+"""``torchleak report RUN``: the run as a terminal summary, an HTML page or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from torchleak.errors import OutputNotWritable
+
+HELP = "render a recorded run as text, HTML or JSON"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run", nargs="?", default=None,
+                        help="run folder or trace.sqlite (default: the newest run)")
+    parser.add_argument("--format", "-f", choices=("text", "html", "json"), default=None,
+                        help="output format (default: html when -o ends in .html, else text)")
+    parser.add_argument("-o", "--output", type=Path, default=None,
+                        help="write to this file instead of standard output")
+    parser.add_argument("--runs-dir", type=Path, default=None,
+                        help="where to find the newest run (default: $TORCHLEAK_RUNS_DIR or ./torchleak-runs)")
+
+
+def execute(args: argparse.Namespace) -> int:
+    from torchleak.views import build_view, get_renderer
+    from torchleak.views.runs import resolve_run
+
+    fmt = args.format or _format_for(args.output)
+    options = {}
+    if fmt == "text":
+        to_terminal = args.output is None and sys.stdout.isatty()
+        options = {"color": to_terminal, "width": _width() if to_terminal else 100}
+    renderer = get_renderer(fmt, **options)
+    text = renderer.render(build_view(resolve_run(args.run, args.runs_dir)))
+    if args.output is None:
+        sys.stdout.write(text)
+        return 0
+    try:
+        args.output.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise OutputNotWritable(f"cannot write {args.output}: {err.strerror or err}") from err
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _format_for(output: Path | None) -> str:
+    if output is not None and output.suffix.lower() in (".html", ".htm"):
+        return "html"
+    if output is not None and output.suffix.lower() == ".json":
+        return "json"
+    return "text"
+
+
+def _width() -> int:
+    import shutil
+
+    return max(80, min(shutil.get_terminal_size().columns, 140))

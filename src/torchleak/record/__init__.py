@@ -1,0 +1,1 @@
+"""The recorder: probes that measure memory at every training-step boundary."""

@@ -1,0 +1,54 @@
+"""Phase marks with no code changes: a model switched to eval() opens a validation phase.
+
+We wrap ``nn.Module.train`` (which ``eval()`` calls): only the outermost call counts, so
+``model.eval()`` recursing into its children makes one mark, not hundreds.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+_local = threading.local()
+
+
+class ModeWatcher:
+    def __init__(self, on_mark: Callable[[str], None]) -> None:
+        self._on_mark = on_mark
+        self._original: Any = None
+        self.phase = "train"
+
+    def install(self) -> None:
+        original = torch.nn.Module.train
+        self._original = original
+        watcher = self
+
+        def train(module: torch.nn.Module, mode: bool = True) -> torch.nn.Module:
+            depth = getattr(_local, "depth", 0)
+            if depth == 0:
+                watcher._switched(bool(mode))
+            _local.depth = depth + 1
+            try:
+                return original(module, mode)
+            finally:
+                _local.depth = depth
+
+        train.__wrapped__ = original  # type: ignore[attr-defined]
+        torch.nn.Module.train = train  # type: ignore[method-assign]
+
+    def _switched(self, mode: bool) -> None:
+        phase = "train" if mode else "validation"
+        if phase != self.phase:
+            self.phase = phase
+            try:
+                self._on_mark("validation_end" if mode else "validation_start")
+            except Exception:  # noqa: BLE001 - never raise into the user's code
+                pass
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            torch.nn.Module.train = self._original  # type: ignore[method-assign]
+            self._original = None

@@ -1,0 +1,1 @@
+"""Probes: each measures one thing and never raises into the user's training loop."""

@@ -1,0 +1,297 @@
+"""Find what holds memory, by name, from roots a user recognises.
+
+At a step boundary we walk, breadth first and within a fixed object budget, from:
+the ``self`` and locals of the user's frames on the stack (the training loop that called
+``optimizer.step()``), the globals of the user's modules, pyplot's figure registry and
+torch's global hooks. Every container, named tensor, module hook table, lru_cache and
+DataLoader met on the way becomes a ``HolderSample`` keyed by its path
+(``Trainer.train_outputs``, ``main().running_loss``, ``news._ACTIVATIONS``). The
+analysis compares the same paths across steps; a path is stable even when a list is
+replaced, so a list rebuilt every epoch reads as healthy.
+
+We never keep references to what we measure between walks: holding a user's list
+would itself be a leak.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import sys
+from dataclasses import dataclass, field
+from types import BuiltinFunctionType, FrameType, FunctionType, MethodType, ModuleType
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader
+
+from torchleak.record.probes.sizes import container_footprint, sample_items, tensor_footprint
+from torchleak.record.probes.usercode import is_user_file, user_frames, user_modules
+
+_CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
+_SKIP = (ModuleType, type, BuiltinFunctionType, MethodType, str, bytes, int, float, bool,
+         complex, type(None), torch.optim.Optimizer, FrameType)
+_HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
+                "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks")
+_LRU = type(functools.lru_cache(maxsize=None)(lambda: None))
+_BIG_DATASET_ATTR = 10_000
+
+
+@dataclass
+class HolderSample:
+    holder: str
+    kind: str
+    type_name: str
+    length: int
+    bytes: int = 0
+    tensors: int = 0
+    tensor_bytes: int = 0
+    grad_fn_tensors: int = 0
+    graph_nodes: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+def count_graph_nodes(grad_fn: Any, cap: int) -> int:
+    """Autograd nodes reachable from ``grad_fn``, at most ``cap``."""
+    seen: dict[int, Any] = {}  # keeps the wrappers alive so ids stay unique during the walk
+    stack = [grad_fn]
+    while stack and len(seen) < cap:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen[id(node)] = node
+        for child, _ in getattr(node, "next_functions", ()):
+            if child is not None:
+                stack.append(child)
+    return len(seen)
+
+
+class HolderWalker:
+    def __init__(self, max_objects: int = 20_000, graph_cap: int = 20_000,
+                 max_samples: int = 400) -> None:
+        self.max_objects = max_objects
+        self.graph_cap = graph_cap
+        self.max_samples = max_samples
+        self._capped_graphs: set[str] = set()
+
+    def walk(self, frame: FrameType | None) -> list[HolderSample]:
+        walk = _Walk(self)
+        for path, obj in self._roots(frame):
+            walk.enqueue(obj, path, 0)
+        walk.run()
+        walk.extra_registries()
+        return walk.samples
+
+    def _roots(self, frame: FrameType | None) -> list[tuple[str, Any]]:
+        roots: list[tuple[str, Any]] = []
+        for f in user_frames(frame):
+            name = f.f_code.co_name
+            if name == "<module>":
+                continue  # module frames are covered by the module globals below
+            local_vars = f.f_locals
+            owner = local_vars.get("self")
+            if owner is not None and not isinstance(owner, _SKIP):
+                roots.append((type(owner).__name__, owner))
+            for var, value in local_vars.items():
+                if var != "self":
+                    roots.append((f"{name}().{var}", value))
+        for display, module in user_modules():
+            for var, value in list(vars(module).items()):
+                if not var.startswith("__"):
+                    roots.append((f"{display}.{var}", value))
+        return roots
+
+
+class _Walk:
+    def __init__(self, walker: HolderWalker) -> None:
+        self.w = walker
+        self.visited: set[int] = set()
+        self.queue: collections.deque[tuple[Any, str, int]] = collections.deque()
+        self.samples: list[HolderSample] = []
+        self.seen_classes: set[type] = set()
+
+    def enqueue(self, obj: Any, path: str, depth: int) -> None:
+        if depth <= 6 and not isinstance(obj, _SKIP) or isinstance(obj, type):
+            self.queue.append((obj, path, depth))
+
+    def run(self) -> None:
+        while self.queue and len(self.visited) < self.w.max_objects:
+            obj, path, depth = self.queue.popleft()
+            if id(obj) in self.visited:
+                continue
+            self.visited.add(id(obj))
+            try:
+                self.visit(obj, path, depth)
+            except Exception:  # noqa: BLE001 - odd user objects must not stop the walk
+                continue
+
+    def record(self, sample: HolderSample) -> None:
+        if len(self.samples) < self.w.max_samples:
+            self.samples.append(sample)
+
+    def visit(self, obj: Any, path: str, depth: int) -> None:
+        if isinstance(obj, torch.Tensor):
+            self.tensor(obj, path)
+        elif isinstance(obj, _CONTAINERS):
+            self.container(obj, path, depth)
+        elif isinstance(obj, type):
+            self.user_class(obj, path, depth)
+        elif isinstance(obj, _LRU):
+            self.cache(obj, path)
+        elif isinstance(obj, torch.nn.Module):
+            self.module(obj, path, depth)
+        elif isinstance(obj, DataLoader):
+            self.dataloader(obj, path, depth)
+        elif isinstance(obj, FunctionType):
+            return
+        else:
+            self.instance(obj, path, depth)
+
+    def tensor(self, t: torch.Tensor, path: str) -> None:
+        if isinstance(t, torch.nn.Parameter):
+            return
+        has_graph = t.grad_fn is not None
+        if not has_graph and t.numel() < 4096:
+            return
+        fp = tensor_footprint(t)
+        nodes = None
+        if has_graph:
+            if path in self.w._capped_graphs:
+                nodes = self.w.graph_cap
+            else:
+                nodes = count_graph_nodes(t.grad_fn, self.w.graph_cap)
+                if nodes >= self.w.graph_cap:
+                    self.w._capped_graphs.add(path)
+        self.record(HolderSample(path, "tensor", type(t).__name__, int(t.numel()), int(fp.bytes),
+                                 1, int(fp.tensor_bytes), int(has_graph), nodes,
+                                 {"shape": list(t.shape), "dtype": str(t.dtype),
+                                  "device": str(t.device)}))
+
+    def container(self, obj: Any, path: str, depth: int) -> None:
+        size = len(obj)
+        if size:
+            fp = container_footprint(obj)
+            detail: dict[str, Any] = {}
+            if isinstance(obj, collections.deque) and obj.maxlen is not None:
+                detail["maxlen"] = obj.maxlen
+            items = sample_items(obj, 1)
+            if items:
+                detail["item_type"] = type(items[0]).__name__
+            self.record(HolderSample(path, "container", type(obj).__name__, size, int(fp.bytes),
+                                     int(fp.tensors), int(fp.tensor_bytes),
+                                     int(fp.grad_fn_tensors), None, detail))
+        if size > 64:
+            return  # a long container is measured, not walked
+        if isinstance(obj, dict):
+            for key, value in list(obj.items()):
+                if isinstance(value, torch.Tensor):
+                    continue  # a dict of tensors is measured as one container
+                label = f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{key!r:.40}]"
+                self.enqueue(value, path + label, depth + 1)
+        else:
+            for i, value in enumerate(list(obj)):
+                if not isinstance(value, torch.Tensor):  # elements are in the footprint
+                    self.enqueue(value, f"{path}[{i}]", depth + 1)
+
+    def module(self, mod: torch.nn.Module, path: str, depth: int) -> None:
+        hooks: list[Any] = []
+        for table in _HOOK_TABLES:
+            hooks.extend(getattr(mod, table, {}).values())
+        if hooks:
+            self.record(_hooks_sample(f"{path}._forward_hooks" if mod._forward_hooks else
+                                      f"{path}.hooks", hooks, type(mod).__name__))
+        for name, child in mod._modules.items():
+            if child is not None:
+                self.enqueue(child, f"{path}.{name}", depth + 1)
+        for name, value in vars(mod).items():
+            if not name.startswith("_") and name != "training":
+                self.enqueue(value, f"{path}.{name}", depth + 1)
+        self.user_class(type(mod), type(mod).__name__, depth + 1)
+
+    def instance(self, obj: Any, path: str, depth: int) -> None:
+        attrs = getattr(obj, "__dict__", None)
+        if not isinstance(attrs, dict):
+            return
+        for name, value in list(attrs.items()):
+            if not name.startswith("__"):
+                self.enqueue(value, f"{path}.{name}", depth + 1)
+        self.user_class(type(obj), type(obj).__name__, depth + 1)
+
+    def user_class(self, cls: type, path: str, depth: int) -> None:
+        """Class-level caches and registries (lru_cache on methods, class lists)."""
+        if cls in self.seen_classes or not is_user_file(getattr(
+                sys.modules.get(cls.__module__), "__file__", "") or ""):
+            return
+        self.seen_classes.add(cls)
+        for name, value in list(vars(cls).items()):
+            if isinstance(value, (staticmethod, classmethod)):
+                value = value.__func__
+            if isinstance(value, _LRU) or (isinstance(value, _CONTAINERS) and not name.startswith("__")):
+                self.enqueue(value, f"{cls.__name__}.{name}", depth)
+
+    def cache(self, fn: Any, path: str) -> None:
+        info = fn.cache_info()
+        if info.currsize == 0:
+            return
+        name = getattr(fn, "__qualname__", path)
+        self.record(HolderSample(f"lru_cache {name}()", "cache", "lru_cache", info.currsize,
+                                 detail={"maxsize": info.maxsize, "function": name,
+                                         "path": path, "hits": info.hits,
+                                         "misses": info.misses}))
+
+    def dataloader(self, loader: DataLoader, path: str, depth: int) -> None:
+        dataset = loader.dataset
+        big = {}
+        for name, value in list(getattr(dataset, "__dict__", {}).items()):
+            if isinstance(value, _CONTAINERS) and len(value) >= _BIG_DATASET_ATTR:
+                items = sample_items(value, 1)
+                big[name] = {"type": type(value).__name__, "length": len(value),
+                             "item_type": type(items[0]).__name__ if items else None}
+        self.record(HolderSample(f"{path} (DataLoader)", "dataloader", type(dataset).__name__,
+                                 int(loader.num_workers),
+                                 detail={"dataset": type(dataset).__name__,
+                                         "num_workers": loader.num_workers,
+                                         "persistent_workers": loader.persistent_workers,
+                                         "big_attributes": big}))
+        self.enqueue(dataset, f"{path}.dataset", depth + 1)
+
+    def extra_registries(self) -> None:
+        helpers = sys.modules.get("matplotlib._pylab_helpers")
+        if helpers is not None:
+            figs = helpers.Gcf.figs
+            self.record(HolderSample("matplotlib.pyplot open figures", "figures", "Figure",
+                                     len(figs), detail={"numbers": list(figs)[-5:]}))
+        module_mod = sys.modules.get("torch.nn.modules.module")
+        for table in ("_global_forward_hooks", "_global_forward_pre_hooks",
+                      "_global_backward_hooks"):
+            hooks = getattr(module_mod, table, None)
+            if hooks:
+                self.record(_hooks_sample(f"torch.nn.modules.module.{table}",
+                                          list(hooks.values()), "global"))
+
+
+def _hooks_sample(path: str, hooks: list[Any], owner: str) -> HolderSample:
+    names = collections.Counter(getattr(h, "__qualname__", type(h).__name__) for h in hooks)
+    captured = 0.0
+    for hook in hooks[-4:]:
+        for cell in getattr(hook, "__closure__", None) or ():
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, torch.Tensor):
+                captured += tensor_footprint(value).bytes
+            elif isinstance(value, _CONTAINERS):
+                captured += container_footprint(value).bytes
+    per_hook = captured / min(4, len(hooks))
+    top = names.most_common(1)[0][0]
+    return HolderSample(path, "hooks", owner, len(hooks), int(per_hook * len(hooks)),
+                        detail={"hook": top, "hooks": dict(names.most_common(3)),
+                                "source": _source_of(hooks[-1])})
+
+
+def _source_of(fn: Any) -> str | None:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    return f"{code.co_filename}:{code.co_firstlineno}"

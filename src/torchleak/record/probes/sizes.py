@@ -1,0 +1,81 @@
+"""Cheap size estimates for what a container holds (sampled, never a full deep walk)."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+_SAMPLE = 8
+_SCALARS = (int, float, bool, complex, str, bytes, type(None))
+
+
+@dataclass
+class Footprint:
+    bytes: float = 0.0
+    tensors: float = 0.0
+    tensor_bytes: float = 0.0
+    grad_fn_tensors: float = 0.0
+
+    def add(self, other: Footprint, weight: float = 1.0) -> None:
+        self.bytes += other.bytes * weight
+        self.tensors += other.tensors * weight
+        self.tensor_bytes += other.tensor_bytes * weight
+        self.grad_fn_tensors += other.grad_fn_tensors * weight
+
+
+def tensor_footprint(t: torch.Tensor) -> Footprint:
+    try:
+        nbytes = t.untyped_storage().nbytes()
+    except Exception:  # noqa: BLE001 - sparse, meta, fake and nested tensors
+        nbytes = t.numel() * t.element_size() if t.layout == torch.strided else 0
+    has_graph = 1.0 if t.grad_fn is not None else 0.0
+    return Footprint(float(nbytes + sys.getsizeof(t)), 1.0, float(nbytes), has_graph)
+
+
+def element_footprint(obj: Any, depth: int = 2) -> Footprint:
+    """Footprint of one element, looking ``depth`` levels into tuples/lists/dicts."""
+    if isinstance(obj, torch.Tensor):
+        return tensor_footprint(obj)
+    if isinstance(obj, _SCALARS) or depth <= 0:
+        return Footprint(float(sys.getsizeof(obj)))
+    if isinstance(obj, dict):
+        return container_footprint(obj, depth - 1)
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return container_footprint(obj, depth - 1)
+    return Footprint(float(sys.getsizeof(obj)))
+
+
+def sample_items(obj: Any, n: int = _SAMPLE) -> list[Any]:
+    """Up to n elements spread over the container, without copying it."""
+    size = len(obj)
+    if size == 0:
+        return []
+    if isinstance(obj, dict):
+        values = iter(obj.values())
+        return [v for _, v in zip(range(n), values)]
+    if isinstance(obj, (list, tuple)):
+        stride = max(1, size // n)
+        return [obj[i] for i in range(0, size, stride)][:n]
+    # deque / set: both ends are cheap, the middle is not.
+    items = []
+    for i, item in enumerate(obj):
+        if i >= n:
+            break
+        items.append(item)
+    return items
+
+
+def container_footprint(obj: Any, depth: int = 2) -> Footprint:
+    size = len(obj)
+    total = Footprint(float(sys.getsizeof(obj)))
+    sample = sample_items(obj)
+    if not sample:
+        return total
+    per_item = Footprint()
+    for item in sample:
+        per_item.add(element_footprint(item, depth))
+    total.add(per_item, size / len(sample))
+    return total

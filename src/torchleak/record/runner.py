@@ -1,0 +1,127 @@
+"""Run a script or module exactly as ``python script.py`` / ``python -m mod`` would.
+
+Same ``__main__``, ``sys.argv``, ``sys.path[0]``, cwd, standard streams and exit code; an
+uncaught exception goes through ``sys.excepthook`` with torchleak's and runpy's frames
+cut off, so the user sees the traceback Python would print.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from torchleak.errors import BadInput, InputNotFound
+
+_OUR_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+              os.path.abspath(runpy.__file__))
+
+
+@dataclass
+class Target:
+    """What to run: a script path or a module name, and its arguments."""
+
+    script: Path | None
+    module: str | None
+    args: list[str]
+
+    @property
+    def display(self) -> str:
+        return str(self.script) if self.script else f"-m {self.module}"
+
+    @property
+    def stem(self) -> str:
+        return self.script.stem if self.script else (self.module or "run").split(".")[-1]
+
+
+def validate(target: Target) -> None:
+    """Fail before recording starts, with a message that says what to do."""
+    if target.script is not None:
+        path = target.script
+        if not path.exists():
+            raise InputNotFound(f"no such script: {path} (check the path; torchleak run runs "
+                                "`python SCRIPT`, use `-m MODULE` for a module)")
+        if path.is_dir():
+            if (path / "__main__.py").exists():
+                return
+            raise InputNotFound(f"{path} is a directory: pass the training script inside it")
+        try:
+            source = path.read_bytes()
+            compile(source, str(path), "exec")
+        except SyntaxError as err:
+            raise BadInput(f"{err.filename}:{err.lineno}: {err.msg} - fix the script "
+                           "(`python SCRIPT` fails the same way)") from None
+        except (OSError, ValueError) as err:
+            raise BadInput(f"cannot read {path}: {err}") from None
+    elif target.module is not None:
+        try:
+            spec = importlib.util.find_spec(target.module)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None:
+            raise InputNotFound(f"no module named {target.module!r} (is its package installed "
+                                "or the current folder on sys.path?)")
+
+
+def run_target(target: Target) -> tuple[int, bool]:
+    """Run it; return (exit code, raised) the way the interpreter would report them."""
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    try:
+        if target.script is not None:
+            script = os.path.abspath(target.script)
+            sys.argv = [str(target.script), *target.args]
+            base = script if os.path.isdir(script) else os.path.dirname(script)
+            _set_path0(base)
+            runpy.run_path(script, run_name="__main__")
+        else:
+            sys.argv = [target.module or "", *target.args]
+            _set_path0(os.getcwd())
+            runpy.run_module(target.module or "", run_name="__main__", alter_sys=True)
+        return 0, False
+    except SystemExit as exc:
+        return _exit_code(exc.code), False
+    except KeyboardInterrupt as exc:
+        _print_exception(exc)
+        return 130, True
+    except BaseException as exc:  # noqa: BLE001 - the user's exception, reported like Python
+        _print_exception(exc)
+        return 1, True
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+
+
+def _set_path0(folder: str) -> None:
+    if sys.path:
+        sys.path[0] = folder
+    else:
+        sys.path.append(folder)
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if code >= 0 else code % 256
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OUR_FILES):
+        tb = tb.tb_next
+    return tb
+
+
+def _print_exception(exc: BaseException) -> None:
+    tb = _user_traceback(exc.__traceback__)
+    try:
+        sys.excepthook(type(exc), exc, tb)
+    except Exception:  # noqa: BLE001 - a broken user excepthook: print like Python does
+        traceback.print_exception(type(exc), exc, tb)

@@ -1,0 +1,59 @@
+"""When to run the expensive probes: an overhead budget with anchors.
+
+Every probe's cost is measured as it runs. A probe may run at a boundary when the time
+spent on expensive probes so far, plus its expected cost, stays within ``budget`` times
+the wall time since monitoring started. The holder walk is cheap (~1-5 ms) and is what
+names leaks, so it gets most of the budget; the full census (~50-150 ms) gets the rest.
+Anchors run regardless of the budget: an early step (after the optimizer's lazy state
+exists), after warm-up, and the end of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+ANCHOR_STEPS = (3, 50)
+
+
+@dataclass
+class ProbeCost:
+    expected: float  # seconds, updated from measurements
+    spent: float = 0.0
+    runs: int = 0
+
+    def record(self, seconds: float) -> None:
+        self.runs += 1
+        self.spent += seconds
+        # Smoothed, biased towards the latest cost so growth in walk time is tracked.
+        self.expected = seconds if self.runs == 1 else 0.5 * self.expected + 0.5 * seconds
+
+
+@dataclass
+class Scheduler:
+    budget: float  # fraction of wall time, e.g. 0.01
+    share: dict[str, float] = field(default_factory=lambda: {"holders": 0.7, "census": 0.3})
+    started: float = field(default_factory=time.perf_counter)
+    costs: dict[str, ProbeCost] = field(default_factory=lambda: {
+        "holders": ProbeCost(0.002), "census": ProbeCost(0.08)})
+    min_gap_steps: dict[str, int] = field(default_factory=lambda: {"holders": 1, "census": 10})
+    last_step: dict[str, int] = field(default_factory=dict)
+
+    def due(self, probe: str, step: int, now: float | None = None) -> str | None:
+        """The reason to run ``probe`` at ``step`` now, or None."""
+        if step in ANCHOR_STEPS:
+            return "anchor"
+        if step - self.last_step.get(probe, -10**9) < self.min_gap_steps[probe]:
+            return None
+        now = time.perf_counter() if now is None else now
+        cost = self.costs[probe]
+        allowance = self.budget * self.share[probe] * (now - self.started)
+        return "schedule" if cost.spent + cost.expected <= allowance else None
+
+    def ran(self, probe: str, step: int, seconds: float) -> None:
+        self.costs[probe].record(seconds)
+        self.last_step[probe] = step
+
+    @property
+    def spent(self) -> float:
+        return sum(c.spent for c in self.costs.values())
