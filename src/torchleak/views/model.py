@@ -10,7 +10,8 @@ from torchleak.report import Finding, OomProjection, Report, Signal
 from torchleak.views.findings import SOURCE_NONE, load_report
 from torchleak.views.series import Chart, Line, Mark, load_charts, load_marks
 from torchleak.views.source import RunState, open_trace, read_state
-from torchleak.views.trend import Trend, fit_trend, looks_like_growth
+from torchleak.views.trend import Trend, fit_trend, is_flat, looks_like_growth
+from torchleak.views.units import format_rate
 
 # Where a finding without an explicit signal most likely shows up.
 _KIND_SIGNAL = {
@@ -35,6 +36,14 @@ class LineSummary:
     @property
     def rate(self) -> float | None:
         return self.trend.slope if self.trend else None
+
+    @property
+    def rate_text(self) -> str:
+        if self.trend is None:
+            return "-"
+        if is_flat(self.trend, self.line.values):
+            return "flat"
+        return format_rate(self.trend.slope, self.chart.unit)
 
 
 @dataclass

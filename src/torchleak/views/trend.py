@@ -56,3 +56,11 @@ def looks_like_growth(trend: Trend | None, values: Sequence[float]) -> bool:
     span = trend.slope * (trend.last_step - trend.first_step)
     level = max(abs(v) for v in values) or 1.0
     return trend.r2 >= 0.9 and span >= 0.05 * level
+
+
+def is_flat(trend: Trend | None, values: Sequence[float]) -> bool:
+    """Moved less than 1% of its level over the fitted span: say 'flat', not '+3 B/step'."""
+    if trend is None or not values:
+        return False
+    level = max(abs(v) for v in values) or 1.0
+    return abs(trend.slope * (trend.last_step - trend.first_step)) < 0.01 * level

@@ -16,7 +16,7 @@ from torchleak.views.model import LineSummary, RunView
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.details import finding_facts, metadata_rows, verdict_parts
 from torchleak.views.renderers.svg import PALETTE, oom_step, render_chart
-from torchleak.views.units import format_bytes, format_duration, format_rate, format_value
+from torchleak.views.units import format_bytes, format_duration, format_value
 
 _TEMPLATE = "report.html"
 
@@ -106,7 +106,7 @@ def _chart_row(summary: LineSummary) -> dict[str, str]:
         "first": format_value(line.values[0] if line.values else None, unit),
         "last": format_value(line.last, unit),
         "peak": format_value(line.peak, unit),
-        "rate": format_rate(summary.rate, unit),
+        "rate": summary.rate_text,
         "verdict": summary.judged.verdict if summary.judged else "",
     }
 

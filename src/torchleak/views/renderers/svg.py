@@ -124,7 +124,7 @@ def _axes(frame: Frame, unit: str) -> str:
         out.append(f'<line class="xtick" x1="{x:.1f}" x2="{x:.1f}" y1="{HEIGHT - BOTTOM}" '
                    f'y2="{HEIGHT - BOTTOM + 4}"/><text class="tick" x="{x:.1f}" '
                    f'y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{format_count(step)}</text>')
-    out.append(f'<text class="axis-label" x="{WIDTH - RIGHT}" y="{HEIGHT - 4}" '
+    out.append(f'<text class="axis-label" x="{LEFT - 6}" y="{HEIGHT - BOTTOM + 16}" '
                f'text-anchor="end">step</text>')
     return "".join(out)
 
@@ -132,6 +132,9 @@ def _axes(frame: Frame, unit: str) -> str:
 def _marks(frame: Frame, marks: list[Mark]) -> str:
     out = []
     open_validation: int | None = None
+    verticals = sum(1 for m in marks if not m.name.startswith("validation"))
+    every = max(1, math.ceil(verticals / 10))  # at most ~10 labels, or they overlap
+    shown = 0
     for mark in marks:
         if mark.name == "validation_start":
             open_validation = mark.step
@@ -142,19 +145,25 @@ def _marks(frame: Frame, marks: list[Mark]) -> str:
                        f'{open_validation}</title></rect>')
             open_validation = None
         elif mark.name != "validation_end":
-            out.append(_vertical(frame, mark))
+            out.append(_vertical(frame, mark, label=shown % every == 0))
+            shown += 1
     if open_validation is not None:
         out.append(_vertical(frame, Mark(open_validation, "validation")))
     return "".join(out)
 
 
-def _vertical(frame: Frame, mark: Mark) -> str:
+def _vertical(frame: Frame, mark: Mark, label: bool = True) -> str:
     x = frame.x(mark.step)
     text = mark.name if mark.value in (None, "", "null") else f"{mark.name} {mark.value}"
     css = "epoch" if mark.name == "epoch" else "mark"
-    return (f'<line class="{css}" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}">'
-            f'<title>{escape(text)} (step {mark.step})</title></line>'
-            f'<text class="mark-label" x="{x + 3:.1f}" y="{TOP + 10}">{escape(text)}</text>')
+    near_right = x > WIDTH - RIGHT - 60
+    anchor = 'text-anchor="end" ' if near_right else ""
+    line = (f'<line class="{css}" x1="{x:.1f}" x2="{x:.1f}" y1="{TOP}" y2="{HEIGHT - BOTTOM}">'
+            f'<title>{escape(text)} (step {mark.step})</title></line>')
+    if not label:
+        return line
+    return (line + f'<text class="mark-label" {anchor}x="{x - 3 if near_right else x + 3:.1f}" '
+            f'y="{TOP - 6}">{escape(text)}</text>')
 
 
 def _polyline(frame: Frame, steps: list[int], values: list[float], color: str, primary: bool) -> str:
@@ -178,7 +187,7 @@ def _trend(frame: Frame, trend: Trend, unit: str) -> str:
     label = f"fitted trend {format_rate(trend.slope, unit)}"
     return (f'<line class="trend" x1="{frame.x(x_start):.1f}" y1="{frame.y(y_start):.1f}" '
             f'x2="{frame.x(x_end):.1f}" y2="{frame.y(y_end):.1f}"><title>{escape(label)}</title></line>'
-            f'<text class="trend-label" x="{WIDTH - RIGHT - 4}" y="{TOP + 26}" '
+            f'<text class="trend-label" x="{WIDTH - RIGHT - 6}" y="{HEIGHT - BOTTOM - 8}" '
             f'text-anchor="end">{escape(label)}</text>')
 
 

@@ -14,7 +14,7 @@ from torchleak.views.model import RunView
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.details import finding_facts, metadata_rows, verdict_parts
 from torchleak.views.sparkline import sparkline
-from torchleak.views.units import format_rate, format_value
+from torchleak.views.units import format_value
 
 VERDICT_STYLES = {"leak": "bold red", "no_leak": "bold green", "inconclusive": "bold yellow"}
 SEVERITY_STYLES = {"high": "red", "medium": "yellow", "low": "dim"}
@@ -61,7 +61,7 @@ def signal_table(view: RunView, spark_width: int = 32) -> Table:
     for row in view.summaries():
         unit, line = row.chart.unit, row.line
         growing = line.name in view.trends
-        rate = Text(format_rate(row.rate, unit), style="red" if growing else "")
+        rate = Text(row.rate_text, style="red" if growing else "")
         table.add_row(f"{line.name}", format_value(line.last, unit), format_value(line.peak, unit),
                       rate, Text(sparkline(line.values, spark_width), style="cyan"))
     return table
