@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from torchleak.errors import BadInput
 from torchleak.report import Finding, OomProjection, Report, Signal
 from torchleak.views.findings import SOURCE_NONE, load_report
+from torchleak.views.holders import HolderGrowth, holder_chart, load_holder_growth
 from torchleak.views.series import Chart, Line, Mark, load_charts, load_marks
 from torchleak.views.source import RunState, open_trace, read_state
 from torchleak.views.trend import Trend, fit_trend, is_flat, looks_like_growth
@@ -55,6 +57,7 @@ class RunView:
     report_source: str = SOURCE_NONE
     trends: dict[str, Trend] = field(default_factory=dict)  # the dashed lines to draw
     ooms: dict[str, OomProjection] = field(default_factory=dict)  # by line name
+    holders: list[HolderGrowth] = field(default_factory=list)  # the biggest growers
 
     @property
     def verdict(self) -> str:
@@ -91,11 +94,26 @@ def build_view(run: str | Path, analyze: bool = True, allow_empty: bool = False)
         charts = load_charts(conn)
         marks = load_marks(conn)
         report, source = load_report(state, conn, analyze=analyze)
+        charts[1:1] = _holder_charts(conn, report)
+        holders = load_holder_growth(conn)
     finally:
         conn.close()
-    view = RunView(state, charts, marks, report, source)
+    view = RunView(state, charts, marks, report, source, holders=holders)
     _attach_trends(view)
     return view
+
+
+def _holder_charts(conn: sqlite3.Connection, report: Report | None) -> list[Chart]:
+    """One chart per finding's holder: the line going up, next to who holds it."""
+    charts: list[Chart] = []
+    for finding in report.findings if report else []:
+        for name in (finding.holder_path, finding.culprit, finding.culprit.split(" (")[0]):
+            chart = holder_chart(conn, name) if name else None
+            if chart is not None:
+                if all(c.key != chart.key for c in charts):
+                    charts.append(chart)
+                break
+    return charts
 
 
 def _empty_message(state: RunState) -> str:

@@ -121,11 +121,13 @@ def _cuda_charts(conn: sqlite3.Connection) -> list[Chart]:
     for device in devices:
         prefix = "cuda" if device == 0 else f"cuda{device}"
         chart = Chart(f"cuda{device}", f"CUDA memory, cuda:{device}", "bytes",
-                      note="allocated: live tensors; reserved: held by the caching allocator.")
-        for col, primary in (("allocated", True), ("reserved", False)):
+                      note="allocated: live tensors; reserved: held by the caching allocator; "
+                           "reserved unused: cached but free (fragmentation).")
+        for col, expr, primary in (("allocated", "allocated", True), ("reserved", "reserved", False),
+                                   ("reserved_unused", "reserved - allocated", False)):
             steps, values = _column(
-                conn, f"SELECT step, {col} FROM cuda_samples WHERE device = {device} ORDER BY step")
-            chart.lines.append(Line(f"{prefix}_{col}", col, steps, values, primary))
+                conn, f"SELECT step, {expr} FROM cuda_samples WHERE device = {device} ORDER BY step")
+            chart.lines.append(Line(f"{prefix}_{col}", col.replace("_", " "), steps, values, primary))
         charts.append(chart)
     return charts
 
@@ -140,6 +142,7 @@ def _census_charts(conn: sqlite3.Connection) -> list[Chart]:
     count = Chart("tensor_count", "Live tensor count", "count")
     count.lines.append(Line("tensors", "tensors", *census("tensors")))
     count.lines.append(Line("grad_fn_tensors", "with grad_fn", *census("grad_fn_tensors"), False))
+    count.lines.append(Line("graph_nodes", "autograd nodes", *census("graph_nodes"), False))
     graph = Chart("graph", "Autograd graph retained", "bytes",
                   note="Saved tensors held by autograd graphs reachable from live tensors.")
     graph.lines.append(Line("graph_bytes", "graph bytes", *census("graph_bytes")))

@@ -90,3 +90,21 @@ def _show(value: Any) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {_show(v)}" for k, v in value.items())
     return str(value)
+
+
+def holder_rows(view: RunView) -> list[dict[str, str]]:
+    """The holders that grew most, first sample to last: who holds the memory."""
+    rows = []
+    for h in view.holders:
+        rows.append({
+            "holder": h.holder,
+            "kind": h.kind + (f" ({h.type_name})" if h.type_name else ""),
+            "length": f"{_num(h.first_length)} -> {_num(h.last_length)}",
+            "bytes": f"{format_bytes(h.first_bytes)} -> {format_bytes(h.last_bytes)}",
+            "steps": f"{h.first_step:,}-{h.last_step:,}",
+        })
+    return rows
+
+
+def _num(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"

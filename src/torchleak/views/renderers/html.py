@@ -14,7 +14,7 @@ from torchleak.errors import UsageError
 from torchleak.report import Finding
 from torchleak.views.model import LineSummary, RunView
 from torchleak.views.renderers.base import Renderer
-from torchleak.views.renderers.details import finding_facts, metadata_rows, verdict_parts
+from torchleak.views.renderers.details import finding_facts, holder_rows, metadata_rows, verdict_parts
 from torchleak.views.renderers.svg import PALETTE, oom_step, render_chart
 from torchleak.views.units import format_bytes, format_duration, format_value
 
@@ -45,6 +45,7 @@ class HtmlRenderer(Renderer):
             "stats": _stats(view),
             "findings": [_card(f) for f in view.findings],
             "charts": _charts(view, markup),
+            "holders": holder_rows(view),
             "metadata": metadata_rows(view),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+from rich import box
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
@@ -12,7 +13,7 @@ from rich.text import Text
 from torchleak.report import Finding
 from torchleak.views.model import RunView
 from torchleak.views.renderers.base import Renderer
-from torchleak.views.renderers.details import finding_facts, metadata_rows, verdict_parts
+from torchleak.views.renderers.details import finding_facts, holder_rows, metadata_rows, verdict_parts
 from torchleak.views.sparkline import sparkline
 from torchleak.views.units import format_value
 
@@ -38,6 +39,8 @@ class TextRenderer(Renderer):
 def summary_renderable(view: RunView) -> RenderableType:
     parts: list[RenderableType] = [verdict_panel(view), signal_table(view)]
     parts += [finding_panel(f) for f in view.findings]
+    if view.holders:
+        parts.append(holder_table(view))
     parts.append(_run_line(view))
     return Group(*parts)
 
@@ -53,8 +56,8 @@ def verdict_panel(view: RunView) -> Panel:
 
 
 def signal_table(view: RunView, spark_width: int = 32) -> Table:
-    table = Table(title="memory over steps", title_justify="left", expand=False,
-                  show_edge=False, pad_edge=False)
+    table = Table(title="memory over steps", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
     for column, justify in (("signal", "left"), ("last", "right"), ("peak", "right"),
                             ("trend", "right"), ("", "left")):
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
@@ -64,6 +67,16 @@ def signal_table(view: RunView, spark_width: int = 32) -> Table:
         rate = Text(row.rate_text, style="red" if growing else "")
         table.add_row(f"{line.name}", format_value(line.last, unit), format_value(line.peak, unit),
                       rate, Text(sparkline(line.values, spark_width), style="cyan"))
+    return table
+
+
+def holder_table(view: RunView) -> Table:
+    table = Table(title="holders that grew", title_justify="left", box=box.SIMPLE_HEAD,
+                  pad_edge=False)
+    for column in ("holder", "kind", "length", "retained", "steps"):
+        table.add_column(column, no_wrap=column != "holder")
+    for row in holder_rows(view):
+        table.add_row(row["holder"], row["kind"], row["length"], row["bytes"], row["steps"])
     return table
 
 
