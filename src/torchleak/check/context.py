@@ -39,7 +39,7 @@ class Ctx:
     cls: ast.ClassDef | None = None
     loops: tuple[Loop, ...] = ()
     grad_off: bool = False
-    ifs: tuple[ast.If, ...] = ()
+    ifs: tuple[ast.AST, ...] = ()  # ``ast.If`` and ``ast.ExceptHandler`` nodes
 
 
 def grad_mode_of(expr: ast.AST) -> bool | None:
@@ -72,6 +72,9 @@ class ModuleIndex:
     classes: list[ast.ClassDef] = field(default_factory=list)
     stmt_ctx: dict[ast.stmt, Ctx] = field(default_factory=dict)
     parent: dict[ast.stmt, tuple[ast.AST, str]] = field(default_factory=dict)
+    imports: list[ast.Import | ast.ImportFrom] = field(default_factory=list)
+    expr_calls: set[int] = field(default_factory=set)  # calls whose result is dropped
+    with_calls: set[int] = field(default_factory=set)  # calls used as ``with`` items
     bound: set[str] = field(default_factory=set)
     star_import: bool = False
     _step_loop: dict[int, bool] = field(default_factory=dict)
@@ -145,13 +148,17 @@ class _Indexer:
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
             idx.assigns.append((node, ctx))
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            idx.imports.append(node)
             self.imports(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+            idx.expr_calls.add(id(node.value))
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             idx.bound.update(node.names)
         inner = ctx
         if isinstance(node, LOOPS):
             inner = Ctx(ctx.func, ctx.cls, ctx.loops + (node,), ctx.grad_off, ())
         elif isinstance(node, (ast.With, ast.AsyncWith)):
+            idx.with_calls.update(id(i.context_expr) for i in node.items)
             modes = [grad_mode_of(item.context_expr) for item in node.items]
             mode = next((m for m in modes if m is not None), None)
             if mode is not None:
@@ -170,7 +177,11 @@ class _Indexer:
                     if isinstance(item, ast.excepthandler):
                         if item.name:
                             idx.bound.add(item.name)
-                        self.block(item.body, inner, item, "body")
+                        if item.type is not None:
+                            self.exprs([item.type], ctx)
+                        handler = Ctx(inner.func, inner.cls, inner.loops, inner.grad_off,
+                                      inner.ifs + (item,))
+                        self.block(item.body, handler, item, "body")
                     elif isinstance(item, ast.match_case):
                         self.exprs([item.pattern], ctx)
                         self.block(item.body, inner, item, "body")

@@ -54,7 +54,7 @@ def _analyse(recorder: Recorder, trace: Path, quiet: bool) -> Any:
         from torchleak.analysis import analyze_connection
 
         recorder.writer.flush()
-        report = analyze_connection(recorder.writer.connection(), online=recorder.online_state())
+        report = analyze_connection(recorder.writer.connection())
         recorder.writer.set_meta("report", report.to_dict())
         recorder.writer.write_findings([f for f in report.to_dict()["findings"]])
         recorder.writer.flush()

@@ -12,13 +12,13 @@ import csv
 import io
 import json
 import sqlite3
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from torchleak.errors import BadInput
 from torchleak.views.source import open_trace, trace_uri
+from torchleak.views.tabular import format_table
 
 _READ_ACTIONS = {sqlite3.SQLITE_SELECT, sqlite3.SQLITE_READ, sqlite3.SQLITE_FUNCTION,
                  sqlite3.SQLITE_RECURSIVE}
@@ -90,29 +90,6 @@ def _csv(result: QueryResult) -> str:
     return buffer.getvalue()
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "NULL"
-    if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
-    if isinstance(value, bytes):
-        return f"<{len(value)} bytes>"
-    return str(value)
-
-
 def _table(result: QueryResult) -> str:
-    """Aligned columns like psql: numbers right, text left, a row count at the end."""
-    cells = [[_cell(v) for v in row] for row in result.rows]
-    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(result.columns)]
-    numeric = [all(isinstance(row[i], (int, float)) or row[i] is None for row in result.rows)
-               for i in range(len(result.columns))]
-    lines = [_join(result.columns, widths, [False] * len(widths)),
-             "-+-".join("-" * w for w in widths)]
-    lines += [_join(r, widths, numeric) for r in cells]
     count = len(result.rows)
-    lines.append(f"({count} row{'s' if count != 1 else ''})")
-    return "\n".join(lines) + "\n"
-
-
-def _join(values: Sequence[str], widths: list[int], right: list[bool]) -> str:
-    return " | ".join(v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right)).rstrip()
+    return format_table(result.columns, result.rows, f"({count} row{'s' if count != 1 else ''})")

@@ -1,0 +1,99 @@
+"""Decide whether one series grows without bound, and how fast.
+
+Method (all thresholds named below):
+1. Drop the warm-up: steps <= ``warmup`` (healthy pattern H4, lazy optimizer state H3).
+2. Compare like with like. Memory series are noisy and saw-toothed, so we take the
+   trough (minimum) of each of ``windows`` equal spans (H2). Exact counts (container
+   lengths) are split where they drop below half of the previous value (a ``.clear()``),
+   and each segment contributes its trough, so a list emptied every epoch is healthy.
+3. Mann-Kendall on the troughs must show an increasing trend: Z >= ``Z_GROWING``
+   (one-sided p < 0.01).
+4. The Theil-Sen slope times the span must exceed ``min_growth`` and 3 MADs of the
+   troughs' residuals (noise, variable batch sizes).
+5. Plateau test on the tail (the last ``TAIL_FRACTION`` of troughs): if its own slope is
+   below ``PLATEAU_RATIO`` of the overall slope, growth has stopped: a cache filled to its
+   bound, an allocator plateau (H1), warm-up that ended late.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Sequence
+
+from torchleak.analysis.stats import mad, mann_kendall_z, theil_sen, troughs
+
+Z_GROWING = 2.33
+TAIL_FRACTION = 0.4
+PLATEAU_RATIO = 0.25
+MIN_POINTS = 5
+MIN_SPAN_STEPS = 10
+
+
+@dataclass
+class Trend:
+    verdict: str  # growing | healthy | plateau | insufficient
+    slope: float = 0.0  # units per step
+    z: float = 0.0
+    start: float = 0.0
+    end: float = 0.0
+    first_step: float = 0.0
+    last_step: float = 0.0
+    reason: str = ""
+
+    @property
+    def growing(self) -> bool:
+        return self.verdict == "growing"
+
+
+def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: float,
+          windows: int = 0, exact: bool = False) -> Trend:
+    pts = [(a, b) for a, b in zip(x, y) if a > warmup]
+    if len(pts) < MIN_POINTS or pts[-1][0] - pts[0][0] < MIN_SPAN_STEPS:
+        return Trend("insufficient", reason=f"{len(pts)} samples after warm-up")
+    px, py = [p[0] for p in pts], [p[1] for p in pts]
+    tx, ty = _reset_troughs(px, py) if exact else troughs(px, py, windows or len(px))
+    if len(tx) < 3:
+        return Trend("healthy", reason="emptied regularly")
+    z = mann_kendall_z(ty)
+    slope = theil_sen(tx, ty)
+    trend = Trend("healthy", slope, z, ty[0], ty[-1], tx[0], tx[-1])
+    if z < Z_GROWING or slope <= 0:
+        trend.reason = f"no monotone trend (MK z={z:.2f})"
+        return trend
+    growth = slope * (tx[-1] - tx[0])
+    noise = 3 * mad([b - slope * a for a, b in zip(tx, ty)])
+    if growth < max(min_growth, noise):
+        trend.reason = f"growth {growth:.3g} below threshold {max(min_growth, noise):.3g}"
+        return trend
+    if _plateaued(tx, ty, slope):
+        trend.verdict, trend.reason = "plateau", "growth stopped in the tail"
+        return trend
+    trend.verdict, trend.reason = "growing", f"MK z={z:.2f}, {slope:.3g}/step"
+    return trend
+
+
+def _plateaued(tx: list[float], ty: list[float], slope: float) -> bool:
+    k = max(3, int(len(tx) * TAIL_FRACTION))
+    if len(tx) - k < 2:
+        return False
+    tail_x, tail_y = tx[-k:], ty[-k:]
+    return theil_sen(tail_x, tail_y) < PLATEAU_RATIO * slope and max(tail_y) - min(tail_y) < (
+        slope * (tail_x[-1] - tail_x[0]) * 0.5)
+
+
+def _reset_troughs(x: list[float], y: list[float]) -> tuple[list[float], list[float]]:
+    """Exact counts: each point, but a drop below half starts a new segment whose values
+    replace the previous troughs (a list that is cleared is judged after its last clear
+    and by whether its post-clear floors rise)."""
+    segments: list[list[tuple[float, float]]] = [[]]
+    prev = None
+    for a, b in zip(x, y):
+        if prev is not None and b < 0.5 * prev:
+            segments.append([])
+        segments[-1].append((a, b))
+        prev = b
+    if len(segments) >= 3:
+        floors = [min(seg, key=lambda p: p[1]) for seg in segments]
+        return [p[0] for p in floors], [p[1] for p in floors]
+    last = segments[-1]
+    return [p[0] for p in last], [p[1] for p in last]

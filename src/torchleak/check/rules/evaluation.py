@@ -1,0 +1,88 @@
+"""TL301: evaluation code that runs the model with autograd on."""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterator
+
+from torchleak.check.astutil import last_name, tokens, walk_local
+from torchleak.check.context import Ctx, Func, grad_mode_of, is_lightning_eval_hook
+from torchleak.check.diagnostic import Edit, Fix
+from torchleak.check.rules.base import Analysis, Finding, Rule
+from torchleak.check.steps import is_backward_call, is_data_iterable, is_optimizer_step
+from torchleak.check.taint import is_source_call
+
+_EVAL_WORDS = {"eval", "evaluate", "evaluation", "validate", "validation", "val", "valid",
+               "test", "testing", "inference", "infer", "predict"}
+_GRAD_WORDS = ("grad", "no_grad", "inference_mode", "set_grad_enabled", "requires_grad_",
+               "enable_grad", "backward", "manual_backward")
+
+
+class EvalWithoutNoGrad(Rule):
+    code = "TL301"
+    name = "eval-without-no-grad"
+    summary = "Evaluation/validation code runs the model without `no_grad`/`inference_mode`."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        called_off = {last_name(c.func) for c, ctx in a.index.calls if ctx.grad_off}
+        test_file = os.path.basename(a.path).startswith("test_") or "/tests/" in a.path
+        for func, ctx in a.index.funcs:
+            words = set(tokens(func.name))
+            if not words & _EVAL_WORDS or func.name in called_off:
+                continue
+            if is_lightning_eval_hook(func, ctx.cls) or func.name.startswith("on_"):
+                continue
+            if test_file and func.name.startswith("test"):
+                continue
+            if any(grad_mode_of(d) is not None for d in func.decorator_list):
+                continue
+            forward = self._forward_in_data_loop(a, func)
+            if forward is not None:
+                yield Finding(func, f"`{func.name}` runs the model over a data loader with "
+                                    f"autograd on, so every forward keeps its activations "
+                                    f"for a backward that never comes; decorate it with "
+                                    f"`@torch.no_grad()` or wrap the loop in "
+                                    f"`with torch.inference_mode():`", _fix(a, func))
+
+    @staticmethod
+    def _forward_in_data_loop(a: Analysis, func: Func) -> ast.Call | None:
+        found: ast.Call | None = None
+        for node in walk_local(func):
+            if isinstance(node, ast.Call):
+                name = last_name(node.func)
+                if name in _GRAD_WORDS or is_backward_call(node) or is_optimizer_step(node):
+                    return None
+            elif isinstance(node, ast.Attribute) and node.attr == "requires_grad":
+                return None
+        for call, ctx in a.index.calls:
+            if ctx.func is func and _model_call(call) and _in_data_loop(ctx) \
+                    and not ctx.grad_off:
+                found = found or call
+        return found
+
+
+def _model_call(call: ast.Call) -> bool:
+    if not is_source_call(call):
+        return False
+    words = tokens(last_name(call.func)) or ["self"]
+    return not {"loss", "criterion", "entropy", "kl"} & set(words) and \
+        not words[-1].endswith("loss")
+
+
+def _in_data_loop(ctx: Ctx) -> bool:
+    return any(isinstance(loop, (ast.For, ast.AsyncFor)) and is_data_iterable(loop.iter)
+               for loop in ctx.loops)
+
+
+def _fix(a: Analysis, func: Func) -> Fix | None:
+    if "torch" not in a.index.bound:
+        return None
+    first = func.decorator_list[0] if func.decorator_list else func
+    line = first.lineno
+    indent = a.lines[line - 1][: a.char_col(line, first.col_offset)]
+    if indent.strip():
+        return None
+    at = len(indent) + 1 - (1 if func.decorator_list else 0)
+    return Fix("Add `@torch.no_grad()`",
+               (Edit(line, at, line, at, f"@torch.no_grad()\n{indent}"),))

@@ -1,0 +1,55 @@
+"""TL105: module hooks registered every step with their handles thrown away."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Iterator
+
+from torchleak.check.astutil import last_name
+from torchleak.check.context import Ctx
+from torchleak.check.rules.base import Analysis, Finding, Rule
+from torchleak.check.rules.figures import calls_by_scope
+from torchleak.check.steps import is_step_function
+
+_REGISTER = re.compile(r"^register_(module_)?(forward|forward_pre|full_backward|backward|"
+                       r"full_backward_pre)_hook$")
+_CAM = re.compile(r"^[A-Z]\w*CAM\w*$")  # GradCAM, ScoreCAM, GradCAMPlusPlus ...
+
+
+def per_step(a: Analysis, ctx: Ctx) -> bool:
+    return a.index.innermost_step_loop(ctx) is not None or is_step_function(ctx.func)
+
+
+class HookRegisteredPerStep(Rule):
+    code = "TL105"
+    name = "hook-registered-per-step"
+    summary = "A module hook is registered every step and its handle is never removed."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        for call, ctx in a.index.calls:
+            name = last_name(call.func)
+            if _REGISTER.match(name) and per_step(a, ctx) and not self._removed(a, ctx, call):
+                yield Finding(call, f"`{name}` runs every step and the hook is never "
+                                    f"removed, so hooks (and what they capture) pile up; "
+                                    f"register it once, or keep the handle and call "
+                                    f"`handle.remove()` after the step")
+            elif (_CAM.match(name) and id(call) not in a.index.with_calls
+                  and per_step(a, ctx) and not self._removed(a, ctx, call)):
+                yield Finding(call, f"`{name}(...)` is created every step and registers "
+                                    f"hooks on the model that are never removed; create it "
+                                    f"once outside the loop or use it as `with {name}(...)`")
+
+    @staticmethod
+    def _removed(a: Analysis, ctx: Ctx, call: ast.Call) -> bool:
+        if id(call) in a.index.expr_calls:
+            return False  # the handle is dropped on the floor
+        for other, _ in calls_by_scope(a).get(id(ctx.func), []):
+            if last_name(other.func) in ("remove", "release", "remove_hooks", "__exit__"):
+                return True
+        if ctx.cls is not None:
+            for node in ast.walk(ctx.cls):
+                if isinstance(node, ast.Call) and last_name(node.func) in ("remove",
+                                                                           "remove_hooks"):
+                    return True
+        return False

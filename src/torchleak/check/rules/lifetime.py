@@ -1,0 +1,155 @@
+"""TL103/TL202: lists on ``self`` that grow every step and are never trimmed."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from torchleak.check.astutil import dotted, last_name, tokens
+from torchleak.check.containers import is_bounded_deque
+from torchleak.check.context import Ctx
+from torchleak.check.rules.base import Analysis, Finding, Rule
+from torchleak.check.steps import is_epoch_function, is_step_function
+
+_GROW = {"append", "extend", "insert", "appendleft"}
+_SHRINK = {"clear", "pop", "popleft", "popitem", "remove"}
+_HOOK_FOR = {"training": "on_train_epoch_end", "train": "on_train_epoch_end",
+             "validation": "on_validation_epoch_end", "val": "on_validation_epoch_end",
+             "test": "on_test_epoch_end", "predict": "on_predict_epoch_end"}
+_HISTORY_WORDS = {"history", "hist", "records", "log", "logs", "trace", "buffer"}
+
+
+@dataclass
+class Growth:
+    """Where each attribute name grows and whether anything ever bounds it."""
+
+    appends: dict[str, list[tuple[ast.Call, Ctx]]] = field(default_factory=dict)
+    bounded: set[str] = field(default_factory=set)
+
+
+def growth(a: Analysis) -> Growth:
+    cached = getattr(a, "_growth", None)
+    if cached is not None:
+        return cached
+    g = Growth()
+    for call, ctx in a.index.calls:
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            attr = _attr_of(func.value)
+            if attr and func.attr in _GROW:
+                g.appends.setdefault(attr, []).append((call, ctx))
+            elif attr and func.attr in _SHRINK:
+                g.bounded.add(attr)
+        if last_name(func) == "len" and call.args:
+            attr = _attr_of(call.args[0])
+            if attr:
+                g.bounded.add(attr)  # a length check guards the growth
+    for node, ctx in a.index.assigns:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        for t in targets:
+            if isinstance(t, ast.Attribute) and not _in_init(ctx):
+                if not (ctx.func is None and ctx.cls is None and _fragment_self(a, t)):
+                    g.bounded.add(t.attr)
+    for node in ast.walk(a.index.tree):
+        if isinstance(node, ast.Delete):
+            for t in node.targets:
+                attr = _attr_of(t)
+                if attr:
+                    g.bounded.add(attr)
+    a._growth = g  # type: ignore[attr-defined]
+    return g
+
+
+def _attr_of(node: ast.AST) -> str:
+    """``self.x`` and ``self.x[k]`` -> ``x``."""
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    return node.attr if isinstance(node, ast.Attribute) else ""
+
+
+def _in_init(ctx: Ctx) -> bool:
+    return ctx.func is not None and ctx.func.name in ("__init__", "__post_init__", "setup")
+
+
+def _fragment_self(a: Analysis, node: ast.AST) -> bool:
+    root = node
+    while isinstance(root, (ast.Attribute, ast.Subscript)):
+        root = root.value
+    return isinstance(root, ast.Name) and root.id == "self" and a.index.is_undefined("self")
+
+
+class StepOutputsNotCleared(Rule):
+    code = "TL103"
+    name = "step-outputs-not-cleared"
+    summary = "`*_step_outputs` is appended every step but never cleared at epoch end."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        g = growth(a)
+        for attr, sites in g.appends.items():
+            if attr in g.bounded or is_bounded_deque(a, f"self.{attr}"):
+                continue
+            for call, ctx in sites:
+                if attr.endswith("step_outputs") or (attr.endswith("outputs")
+                                                     and is_step_function(ctx.func)):
+                    hook = _HOOK_FOR.get(attr.split("_")[0], "the matching on_*_epoch_end")
+                    yield Finding(call, f"`{attr}` grows every step and is never cleared, "
+                                        f"so it keeps every epoch's outputs; call "
+                                        f"`self.{attr}.clear()` at the end of `{hook}`")
+
+
+class UnboundedHistory(Rule):
+    code = "TL202"
+    name = "unbounded-history"
+    summary = "A history list on `self` is appended every step and never bounded."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        g = growth(a)
+        for attr, sites in g.appends.items():
+            if attr.endswith("outputs") or attr in g.bounded:
+                continue
+            if is_bounded_deque(a, f"self.{attr}"):
+                continue
+            for call, ctx in sites:
+                if _on_self(call) and _per_step(a, ctx, attr):
+                    if a.taint.carries_graph(call.args[-1], ctx) if call.args else False:
+                        continue  # TL102 reports it, with the sharper message
+                    yield Finding(call, f"`self.{attr}` grows by one entry every step and "
+                                        f"is never trimmed; use `collections.deque(maxlen=N)` "
+                                        f"or clear it at epoch end")
+        yield from self._fragment_inits(a, g)
+
+    def _fragment_inits(self, a: Analysis, g: Growth) -> Iterator[Finding]:
+        """An excerpt that only shows ``self.x_history = []``: nothing bounds it."""
+        if not a.index.is_undefined("self"):
+            return
+        for node, ctx in a.index.assigns:
+            t = node.targets[0] if isinstance(node, ast.Assign) else node.target
+            if (ctx.func is None and isinstance(t, ast.Attribute) and _fragment_self(a, t)
+                    and isinstance(node.value, ast.List) and not node.value.elts
+                    and set(tokens(t.attr)) & _HISTORY_WORDS
+                    and t.attr not in g.bounded and t.attr not in g.appends):
+                yield Finding(node, f"`self.{t.attr}` is a history list with no bound; use "
+                                    f"`collections.deque(maxlen=N)` or trim it when appending")
+
+
+def _on_self(call: ast.Call) -> bool:
+    value = call.func.value if isinstance(call.func, ast.Attribute) else None
+    if isinstance(value, ast.Subscript):
+        value = value.value
+    return isinstance(value, ast.Attribute) and dotted(value.value) == "self"
+
+
+def _per_step(a: Analysis, ctx: Ctx, attr: str) -> bool:
+    for loop in reversed(ctx.loops):
+        if a.index.is_step_loop(loop):
+            return a.index.is_batch_loop(loop)
+    if ctx.loops:
+        return False
+    if is_step_function(ctx.func) and not is_epoch_function(ctx.func):
+        return True
+    # An excerpt at module level: only a name that says "history" is enough.
+    return (ctx.func is None and a.index.is_undefined("self")
+            and bool(set(tokens(attr)) & _HISTORY_WORDS))
+
+

@@ -1,0 +1,122 @@
+"""TL302-TL304: patterns that waste memory (or time) every step without leaking."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from torchleak.check.astutil import dotted, last_name, names_in, walk_local
+from torchleak.check.context import Ctx
+from torchleak.check.rules.base import Analysis, Finding, Rule
+from torchleak.check.steps import is_step_function
+
+
+def batch_level(a: Analysis, ctx: Ctx) -> bool:
+    """Runs once per batch: inside the innermost step loop or in a ``*_step`` function."""
+    loop = a.index.innermost_step_loop(ctx)
+    if loop is not None:
+        return a.index.is_batch_loop(loop)
+    return not ctx.loops and is_step_function(ctx.func) and ctx.func is not None \
+        and ctx.func.name != "forward"
+
+
+def _unconditional(a: Analysis, ctx: Ctx) -> bool:
+    """No guard between the loop and the call, other than "is CUDA there?"."""
+    for node in ctx.ifs:
+        if not isinstance(node, ast.If):
+            return False  # an ``except`` handler: recovering from an OOM is fine
+        test = a.segment(node.test).lower()
+        if not any(w in test for w in ("cuda", "gpu", "device", "available")):
+            return False
+    return True
+
+
+class EmptyCachePerStep(Rule):
+    code = "TL302"
+    name = "empty-cache-per-step"
+    summary = "`torch.cuda.empty_cache()` is called unconditionally every step."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        for call, ctx in a.index.calls:
+            if dotted(call.func).endswith("cuda.empty_cache") and batch_level(a, ctx) \
+                    and _unconditional(a, ctx):
+                yield Finding(call, "`torch.cuda.empty_cache()` every step frees nothing "
+                                    "that is still referenced and forces slow cudaMalloc "
+                                    "calls on the next step; remove it, or call it every "
+                                    "N steps or after evaluation")
+
+
+_HEAVY_EXACT = {"SummaryWriter", "GradScaler"}
+
+
+class ObjectConstructedPerStep(Rule):
+    code = "TL303"
+    name = "object-constructed-per-step"
+    summary = "A loss module, optimizer or writer is constructed inside the training loop."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        for call, ctx in a.index.calls:
+            name = last_name(call.func)
+            if not name or not name[0].isupper():
+                continue
+            full = dotted(call.func)
+            kind = self._kind(name, full)
+            if kind is None or ctx.grad_off and kind == "loss":
+                continue
+            loop = a.index.innermost_step_loop(ctx)
+            per = (loop is not None) if kind == "writer" else batch_level(a, ctx)
+            if per and self._invariant(a, call, ctx, loop):
+                yield Finding(call, f"`{name}(...)` builds a new {kind} object every "
+                                    f"{'epoch' if kind == 'writer' else 'step'}; construct "
+                                    f"it once before the loop and reuse it")
+
+    @staticmethod
+    def _kind(name: str, full: str) -> str | None:
+        if name.endswith("Loss"):
+            return "loss"
+        if name == "SummaryWriter":
+            return "writer"
+        if name in _HEAVY_EXACT:
+            return "scaler"
+        if full.startswith(("torch.optim.", "optim.")) and "lr_scheduler" not in full:
+            return "optimizer"
+        return None
+
+    @staticmethod
+    def _invariant(a: Analysis, call: ast.Call, ctx: Ctx, loop: ast.AST | None) -> bool:
+        """Arguments that change per step (class weights per batch) justify it."""
+        used = names_in(call) - {"self", "torch", "nn", "optim", last_name(call.func)}
+        if loop is not None:
+            local: set[str] = set()
+            for node in walk_local(loop):
+                if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+                    local.add(node.id)
+            return not used & local
+        return not used & set(a.taint.facts(ctx.func).defs)
+
+
+class DefaultTensorTypeCuda(Rule):
+    code = "TL304"
+    name = "default-device-cuda"
+    summary = "The default tensor type or device is set to CUDA globally."
+
+    def check(self, a: Analysis) -> Iterator[Finding]:
+        for call, _ctx in a.index.calls:
+            name = last_name(call.func)
+            if name not in ("set_default_tensor_type", "set_default_device") or not call.args:
+                continue
+            if _mentions_cuda(call.args[0]):
+                yield Finding(call, f"`{name}` to CUDA makes every new tensor (also in "
+                                    f"DataLoader workers) a CUDA tensor, so each worker "
+                                    f"creates its own CUDA context; remove it and move "
+                                    f"tensors with `.to(device)` explicitly")
+
+
+def _mentions_cuda(node: ast.AST) -> bool:
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str) \
+                and "cuda" in sub.value.lower():
+            return True
+        if isinstance(sub, ast.Attribute) and sub.attr == "cuda":
+            return True
+    return False

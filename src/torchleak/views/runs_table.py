@@ -1,0 +1,41 @@
+"""How `torchleak ls` shows runs: an aligned table, or JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+
+from torchleak.views.runs import RunSummary
+from torchleak.views.tabular import format_table
+from torchleak.views.units import format_bytes, format_time
+
+
+def _verdict(run: RunSummary) -> str:
+    if run.findings and run.verdict in ("leak", "leak?"):
+        return f"{run.verdict} ({run.findings})"
+    return run.verdict
+
+
+def runs_table(runs: list[RunSummary]) -> str:
+    with_cuda = any(r.peak_cuda for r in runs)
+    columns = ["run", "status", "steps", "verdict", "peak rss"]
+    columns += ["peak cuda"] if with_cuda else []
+    columns += ["started", "script"]
+    rows = []
+    for run in runs:
+        row: list[object] = [run.path.parent.name, run.status, run.steps, _verdict(run),
+                             format_bytes(run.peak_rss)]
+        row += [format_bytes(run.peak_cuda)] if with_cuda else []
+        row += [format_time(run.start_time), run.script]
+        rows.append(row)
+    count = len(runs)
+    return format_table(columns, rows, f"({count} run{'s' if count != 1 else ''})")
+
+
+def runs_json(runs: list[RunSummary]) -> str:
+    data = [{
+        "run": r.path.parent.name, "path": str(r.path.parent), "name": r.name, "script": r.script,
+        "status": r.status, "steps": r.steps, "verdict": r.verdict, "findings": r.findings,
+        "peak_rss": r.peak_rss, "peak_cuda": r.peak_cuda, "start_time": r.start_time,
+        "error": r.error or None,
+    } for r in runs]
+    return json.dumps(data, indent=2) + "\n"
