@@ -1,0 +1,78 @@
+"""Check ``.ipynb`` notebooks: all code cells as one module, findings mapped to cells."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+
+from torchleak.check.diagnostic import Diagnostic
+from torchleak.check.engine import active_rules, meta, parse, run_rules
+from torchleak.check.selection import Selection
+
+_CELL_MAGICS_WITH_PYTHON = ("%%time", "%%timeit", "%%capture", "%%prun")
+
+
+@dataclass
+class Cell:
+    number: int  # 1-based position among all cells of the notebook
+    lines: list[str]
+
+
+def code_cells(text: str, path: str) -> tuple[list[Cell], Diagnostic | None]:
+    try:
+        nb = json.loads(text)
+        cells = nb["cells"] if isinstance(nb, dict) else None
+        if not isinstance(cells, list):
+            raise ValueError("no 'cells' list")
+    except (ValueError, KeyError, TypeError, RecursionError) as err:
+        return [], meta(path, "TL003", f"not a valid notebook ({str(err)[:120]}); skipped")
+    out: list[Cell] = []
+    for number, cell in enumerate(cells, start=1):
+        if not isinstance(cell, dict) or cell.get("cell_type") != "code":
+            continue
+        source = cell.get("source", "")
+        if isinstance(source, list):
+            source = "".join(s for s in source if isinstance(s, str))
+        if not isinstance(source, str):
+            continue
+        out.append(Cell(number, [_demagic(line) for line in source.splitlines()]))
+    return out, None
+
+
+def _demagic(line: str) -> str:
+    """IPython syntax becomes ``pass`` so line numbers and indentation survive."""
+    stripped = line.lstrip()
+    indent = line[: len(line) - len(stripped)]
+    if stripped.startswith(("%", "!")) or (stripped.endswith("?") and "#" not in stripped):
+        if stripped.startswith(_CELL_MAGICS_WITH_PYTHON):
+            return ""
+        return f"{indent}pass"
+    return line
+
+
+def check_notebook(text: str, path: str, selection: Selection) -> list[Diagnostic]:
+    cells, error = code_cells(text, path)
+    if error is not None:
+        return [error]
+    diags: list[Diagnostic] = []
+    combined: list[str] = []
+    origin: list[tuple[int, int]] = []  # combined line -> (cell, line in cell)
+    for cell in cells:
+        if cell.lines and cell.lines[0].lstrip().startswith("%%"):
+            continue  # a cell magic in another language (%%bash, %%html)
+        _, err = parse("\n".join(cell.lines) + "\n", path)
+        if err is not None:
+            diags.append(replace(err, cell=cell.number))
+            continue
+        for i, line in enumerate(cell.lines, start=1):
+            combined.append(line)
+            origin.append((cell.number, i))
+    source = "\n".join(combined) + "\n"
+    tree, err = parse(source, path)
+    if tree is not None:
+        for d in run_rules(tree, source, path, active_rules(selection)):
+            cell, line = origin[d.line - 1] if 0 < d.line <= len(origin) else (None, d.line)
+            end = origin[d.end_line - 1][1] if 0 < d.end_line <= len(origin) else line
+            # Fixes are not offered in notebooks: they would have to rewrite the JSON.
+            diags.append(replace(d, line=line, cell=cell, end_line=end, fix=None))
+    return [d for d in diags if selection.enabled(d.code)]
