@@ -41,6 +41,8 @@ def reset_in(loop: Loop, key: str) -> bool:
     """Is ``key`` re-created or cleared inside the loop body (once per iteration)?"""
     for node in walk_local(loop):
         if isinstance(node, ast.Assign):
+            if any(dotted(n) == key for n in ast.walk(node.value)):
+                continue  # ``x = x + v`` / ``x = torch.cat([x, v])`` grows, not resets
             for t in node.targets:
                 elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
                 if any(target_key(e) == key for e in elts):

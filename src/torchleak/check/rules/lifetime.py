@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from torchleak.check.astutil import dotted, last_name, tokens
-from torchleak.check.containers import is_bounded_deque
 from torchleak.check.context import Ctx
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.steps import is_epoch_function, is_step_function
@@ -25,7 +24,12 @@ class Growth:
     """Where each attribute name grows and whether anything ever bounds it."""
 
     appends: dict[str, list[tuple[ast.Call, Ctx]]] = field(default_factory=dict)
-    bounded: set[str] = field(default_factory=set)
+    # (id of the class, attr) for ``self.attr`` inside a class; (0, attr) when the
+    # receiver is not ``self`` (an outside caller may clear any instance's list).
+    bounded: set[tuple[int, str]] = field(default_factory=set)
+
+    def is_bounded(self, attr: str, ctx: Ctx) -> bool:
+        return (0, attr) in self.bounded or (id(ctx.cls), attr) in self.bounded
 
 
 def growth(a: Analysis) -> Growth:
@@ -40,25 +44,39 @@ def growth(a: Analysis) -> Growth:
             if attr and func.attr in _GROW:
                 g.appends.setdefault(attr, []).append((call, ctx))
             elif attr and func.attr in _SHRINK:
-                g.bounded.add(attr)
+                g.bounded.add(_bound_key(func.value, attr, ctx))
         if last_name(func) == "len" and call.args:
             attr = _attr_of(call.args[0])
-            if attr:
-                g.bounded.add(attr)  # a length check guards the growth
+            if attr:  # a length check guards the growth
+                g.bounded.add(_bound_key(call.args[0], attr, ctx))
     for node, ctx in a.index.assigns:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         for t in targets:
             if isinstance(t, ast.Attribute) and not _in_init(ctx):
                 if not (ctx.func is None and ctx.cls is None and _fragment_self(a, t)):
-                    g.bounded.add(t.attr)
-    for node in ast.walk(a.index.tree):
-        if isinstance(node, ast.Delete):
-            for t in node.targets:
+                    g.bounded.add(_bound_key(t, t.attr, ctx))
+            if isinstance(t, ast.Attribute) and _is_bounded_deque(node.value):
+                g.bounded.add(_bound_key(t, t.attr, ctx))
+    for stmt, ctx in a.index.stmt_ctx.items():
+        if isinstance(stmt, ast.Delete):
+            for t in stmt.targets:
                 attr = _attr_of(t)
                 if attr:
-                    g.bounded.add(attr)
+                    g.bounded.add(_bound_key(t, attr, ctx))
     a._growth = g  # type: ignore[attr-defined]
     return g
+
+
+def _bound_key(node: ast.AST, attr: str, ctx: Ctx) -> tuple[int, str]:
+    if isinstance(node, ast.Subscript):
+        node = node.value
+    on_self = isinstance(node, ast.Attribute) and dotted(node.value) == "self"
+    return (id(ctx.cls), attr) if on_self and ctx.cls is not None else (0, attr)
+
+
+def _is_bounded_deque(value: ast.AST | None) -> bool:
+    return (isinstance(value, ast.Call) and dotted(value.func).endswith("deque")
+            and (len(value.args) >= 2 or any(k.arg == "maxlen" for k in value.keywords)))
 
 
 def _attr_of(node: ast.AST) -> str:
@@ -87,9 +105,9 @@ class StepOutputsNotCleared(Rule):
     def check(self, a: Analysis) -> Iterator[Finding]:
         g = growth(a)
         for attr, sites in g.appends.items():
-            if attr in g.bounded or is_bounded_deque(a, f"self.{attr}"):
-                continue
             for call, ctx in sites:
+                if g.is_bounded(attr, ctx):
+                    continue
                 if attr.endswith("step_outputs") or (attr.endswith("outputs")
                                                      and is_step_function(ctx.func)):
                     hook = _HOOK_FOR.get(attr.split("_")[0], "the matching on_*_epoch_end")
@@ -106,12 +124,10 @@ class UnboundedHistory(Rule):
     def check(self, a: Analysis) -> Iterator[Finding]:
         g = growth(a)
         for attr, sites in g.appends.items():
-            if attr.endswith("outputs") or attr in g.bounded:
-                continue
-            if is_bounded_deque(a, f"self.{attr}"):
+            if attr.endswith("outputs"):
                 continue
             for call, ctx in sites:
-                if _on_self(call) and _per_step(a, ctx, attr):
+                if not g.is_bounded(attr, ctx) and _on_self(call) and _per_step(a, ctx, attr):
                     if a.taint.carries_graph(call.args[-1], ctx) if call.args else False:
                         continue  # TL102 reports it, with the sharper message
                     yield Finding(call, f"`self.{attr}` grows by one entry every step and "
@@ -128,7 +144,7 @@ class UnboundedHistory(Rule):
             if (ctx.func is None and isinstance(t, ast.Attribute) and _fragment_self(a, t)
                     and isinstance(node.value, ast.List) and not node.value.elts
                     and set(tokens(t.attr)) & _HISTORY_WORDS
-                    and t.attr not in g.bounded and t.attr not in g.appends):
+                    and (0, t.attr) not in g.bounded and t.attr not in g.appends):
                 yield Finding(node, f"`self.{t.attr}` is a history list with no bound; use "
                                     f"`collections.deque(maxlen=N)` or trim it when appending")
 

@@ -8,14 +8,17 @@ from collections.abc import Iterator
 from torchleak.check.astutil import dotted, keyword, last_name
 from torchleak.check.rules.base import Analysis, Finding, Rule
 
-_LISTY_CALLS = {"list", "dict", "sorted", "load", "loads", "listdir", "glob", "readlines",
-                "tolist", "to_dict", "defaultdict"}
+_LISTY_CALLS = {"list", "dict", "sorted", "listdir", "glob", "readlines", "tolist",
+                "to_dict", "defaultdict"}
+_LOADERS = {"json.load", "json.loads", "pickle.load", "pickle.loads", "yaml.load",
+            "yaml.safe_load"}
 
 
 def _listy(value: ast.AST) -> bool:
     if isinstance(value, (ast.List, ast.Dict, ast.ListComp, ast.DictComp)):
         return True
-    return isinstance(value, ast.Call) and last_name(value.func) in _LISTY_CALLS
+    return isinstance(value, ast.Call) and (last_name(value.func) in _LISTY_CALLS
+                                            or dotted(value.func) in _LOADERS)
 
 
 def _workers_used(a: Analysis) -> bool:
