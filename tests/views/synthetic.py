@@ -5,10 +5,13 @@ CUDA rows are fakes: CI has no GPU. Everything else mirrors what `torchleak run`
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from torchleak.trace.writer import TraceWriter
 
@@ -72,6 +75,9 @@ def make_trace(folder: Path, steps: int = 60, leak: bool = True, status: str = "
     path = folder / "trace.sqlite"
     writer = TraceWriter(path)
     t0 = time.time() - steps * 0.1
+    if status == "running" and pid is None:
+        # Our own pid plays the live writer: the run cannot predate it (a recycled pid).
+        t0 = psutil.Process().create_time()
     meta = {"name": name, "script": "train.py", "argv": ["train.py", "--epochs", "3"],
             "status": status, "pid": pid if pid is not None else os.getpid(),
             "start_time": t0, "steps": steps, "ram_total": 64 * 1024 * MIB,
@@ -85,3 +91,9 @@ def make_trace(folder: Path, steps: int = 60, leak: bool = True, status: str = "
         writer.set_meta("report", report_dict(steps, leak))
     writer.close()
     return path
+
+
+def folder_fingerprint(folder: Path) -> dict[str, str]:
+    """Names and content hashes of every file in a run folder (a view must change none)."""
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.iterdir()) if p.is_file()}

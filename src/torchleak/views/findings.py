@@ -32,7 +32,7 @@ def load_report(state: RunState, conn: sqlite3.Connection, analyze: bool = True)
     if recorded is not None and not state.running:
         return recorded, SOURCE_RECORDED
     if analyze:
-        fresh = _analyze(state.path)
+        fresh = _analyze(state.path, conn)
         if fresh is not None:
             return fresh, SOURCE_ANALYSIS
     if recorded is not None:
@@ -44,13 +44,16 @@ def load_report(state: RunState, conn: sqlite3.Connection, analyze: bool = True)
     return None, SOURCE_NONE
 
 
-def _analyze(path: Path) -> Report | None:
+def _analyze(path: Path, conn: sqlite3.Connection) -> Report | None:
     try:
-        from torchleak.analysis import analyze
+        import torchleak.analysis as analysis
     except ImportError:
         return None
     try:
-        result = analyze(path)
+        # On our own connection when the analysis takes one: it is opened so as to leave
+        # no -wal/-shm files beside a finished trace.
+        by_conn = getattr(analysis, "analyze_connection", None)
+        result = by_conn(conn) if by_conn is not None else analysis.analyze(path)
     except Exception as err:  # noqa: BLE001 - views must work without the analysis
         log.info("analysis of %s failed: %s", path, err)
         return None

@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+from torchleak.views.renderers.svg import labelled_ticks, nice_ticks
+from torchleak.views.series import downsample
+from torchleak.views.sparkline import sparkline
+from torchleak.views.trend import fit_trend, is_flat, looks_like_growth
+from torchleak.views.units import format_bytes, format_count, format_duration, format_rate
+
+
+def test_format_bytes_uses_binary_units() -> None:
+    assert format_bytes(512) == "512 B"
+    assert format_bytes(1536) == "1.5 KiB"
+    assert format_bytes(300 * 1024 * 1024) == "300 MiB"
+    assert format_bytes(262144, signed=True) == "+256 KiB"
+    assert format_bytes(None) == "-"
+
+
+def test_format_counts_rates_durations() -> None:
+    assert format_count(12345) == "12,345"
+    assert format_rate(1.0, "count") == "+1/step"
+    assert format_rate(-2048.0, "bytes") == "-2 KiB/step"
+    assert format_duration(4000) == "1h 06m"
+    assert format_duration(5.25) == "5.2s"
+
+
+def test_sparkline_shows_growth_and_flatness() -> None:
+    assert sparkline([1, 2, 3, 4, 5, 6, 7, 8], 8) == "▁▂▃▄▅▆▇█"
+    assert sparkline([5, 5, 5], 10) == "▁▁▁"
+    assert len(sparkline(list(range(1000)), 40)) == 40
+    assert sparkline([]) == ""
+
+
+def test_downsample_keeps_spikes_and_bounds_points() -> None:
+    steps = list(range(10_000))
+    values = [0.0] * 10_000
+    values[7777] = 99.0
+    xs, ys = downsample(steps, values, limit=2000)
+    assert len(xs) <= 2000
+    assert 99.0 in ys and xs == sorted(xs)
+
+
+def test_trend_fit_and_growth_test() -> None:
+    steps = list(range(1, 101))
+    growing = [1000.0 + 10 * s for s in steps]
+    trend = fit_trend(steps, growing)
+    assert trend is not None and abs(trend.slope - 10) < 1e-9 and trend.r2 > 0.999
+    assert looks_like_growth(trend, growing)
+    assert trend.step_reaching(3000.0) == 200.0
+    flat = [1000.0 + (s % 2) for s in steps]
+    assert is_flat(fit_trend(steps, flat), flat)
+    assert not looks_like_growth(fit_trend(steps, flat), flat)
+
+
+def test_ticks_are_round_in_the_fitting_byte_unit() -> None:
+    mib = 1024 * 1024
+    ticks = labelled_ticks(200 * mib, 216 * mib, "bytes")
+    assert [label for _, label in ticks][:3] == ["200 MiB", "205 MiB", "210 MiB"]
+    assert nice_ticks(0, 60, 6) == [0, 10, 20, 30, 40, 50, 60]
