@@ -1,0 +1,114 @@
+"""`torchleak top` under a pseudo-terminal, following a trace another process is writing."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+from pathlib import Path
+
+import pytest
+
+from torchleak.cli import main
+
+WRITER = Path(__file__).with_name("live_writer.py")
+STEP = re.compile(rb"step (\d+)")
+
+
+class PtyProcess:
+    """A child process on a pseudo-terminal, so rich draws live frames as for a person."""
+
+    def __init__(self, argv: list[str]) -> None:
+        master, slave = pty.openpty()
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+        env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", LINES="40")
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
+                                     close_fds=True, env=env, start_new_session=True)
+        os.close(slave)
+        self.master = master
+        self.output = b""
+
+    def read_until(self, predicate: object, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate(self.output):  # type: ignore[operator]
+                return True
+            ready, _, _ = select.select([self.master], [], [], 0.1)
+            if ready:
+                try:
+                    self.output += os.read(self.master, 65536)
+                except OSError:  # the child closed the terminal
+                    return bool(predicate(self.output))  # type: ignore[operator]
+        return bool(predicate(self.output))  # type: ignore[operator]
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(timeout=10)
+        finally:
+            os.close(self.master)
+
+
+def _steps_seen(output: bytes) -> list[int]:
+    return [int(m) for m in STEP.findall(output)]
+
+
+def _start_writer(folder: Path, steps: int, pause: float, *extra: str) -> subprocess.Popen[bytes]:
+    writer = subprocess.Popen([sys.executable, str(WRITER), str(folder), str(steps), str(pause), *extra])
+    deadline = time.monotonic() + 20
+    while not (folder / "trace.sqlite-wal").exists():
+        assert time.monotonic() < deadline and writer.poll() is None, "the writer did not start"
+        time.sleep(0.05)
+    return writer
+
+
+def _top(folder: Path) -> PtyProcess:
+    return PtyProcess([sys.executable, "-m", "torchleak", "top", str(folder), "--interval", "0.2"])
+
+
+def test_top_follows_a_run_and_exits_when_it_ends(tmp_path: Path) -> None:
+    run = tmp_path / "live-run"
+    writer = _start_writer(run, steps=50, pause=0.05)
+    top = _top(run)
+    try:
+        assert top.read_until(lambda out: b"finished" in out and b"final frame" in out, timeout=30), \
+            top.output[-3000:]
+    finally:
+        writer.wait(timeout=30)
+        code = top.close()
+    assert code == 0
+    seen = _steps_seen(top.output)
+    assert len(set(seen)) >= 3, seen  # the numbers changed from frame to frame
+    assert seen == sorted(seen) and seen[-1] == 50
+    assert b"main USS" in top.output and "▁".encode() in top.output
+
+
+def test_ctrl_c_exits_cleanly(tmp_path: Path) -> None:
+    run = tmp_path / "long-run"
+    writer = _start_writer(run, steps=2000, pause=0.05)
+    top = _top(run)
+    try:
+        assert top.read_until(lambda out: len(set(_steps_seen(out))) >= 2, timeout=30), top.output[-3000:]
+        top.proc.send_signal(signal.SIGINT)
+        code = top.close()
+    finally:
+        writer.kill()
+        writer.wait()
+    assert code == 0
+    assert b"Traceback" not in top.output and b"KeyboardInterrupt" not in top.output
+
+
+def test_killed_run_is_shown_as_killed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "killed-run"
+    writer = _start_writer(run, 12, 0.01, "--no-finish")
+    writer.wait(timeout=30)
+    assert main(["top", str(run), "--once"]) == 0
+    out = capsys.readouterr().out
+    assert "killed" in out and "step 12" in out
