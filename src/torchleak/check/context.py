@@ -163,8 +163,9 @@ class _Indexer:
             mode = next((m for m in modes if m is not None), None)
             if mode is not None:
                 inner = Ctx(ctx.func, ctx.cls, ctx.loops, mode, ctx.ifs)
-        for name, value in ast.iter_fields(node):
-            if isinstance(value, list) and value and isinstance(value[0], ast.stmt):
+        for name in node._fields:
+            value = getattr(node, name, None)
+            if type(value) is list and value and isinstance(value[0], ast.stmt):
                 sub = inner
                 if isinstance(node, ast.If) and name in ("body", "orelse"):
                     sub = Ctx(inner.func, inner.cls, inner.loops, inner.grad_off,
@@ -203,19 +204,33 @@ class _Indexer:
         self.block(node.body, Ctx(node, ctx.cls, (), grad_off, ()), node, "body")
 
     def exprs(self, nodes: list[ast.AST], ctx: Ctx) -> None:
+        # The hot loop of the checker: plain attribute access, no generators.
         idx = self.index
+        calls, bound = idx.calls, idx.bound
         stack = list(nodes)
+        pop, push, extend = stack.pop, stack.append, stack.extend
         while stack:
-            node = stack.pop()
-            if isinstance(node, ast.Call):
-                idx.calls.append((node, ctx))
-            elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
-                idx.bound.add(node.id)
-            elif isinstance(node, ast.arg):
-                idx.bound.add(node.arg)
-            elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-                idx.bound.add(node.name)
-            stack.extend(ast.iter_child_nodes(node))
+            node = pop()
+            kind = type(node)
+            if kind is ast.Call:
+                calls.append((node, ctx))
+            elif kind is ast.Name:
+                if type(node.ctx) is not ast.Load:
+                    bound.add(node.id)
+                continue
+            elif kind is ast.Constant:
+                continue
+            elif kind is ast.arg:
+                bound.add(node.arg)
+            elif kind is ast.MatchAs or kind is ast.MatchStar:
+                if node.name:
+                    bound.add(node.name)
+            for name in node._fields:
+                value = getattr(node, name, None)
+                if type(value) is list:
+                    extend(v for v in value if isinstance(v, ast.AST))
+                elif isinstance(value, ast.AST):
+                    push(value)
 
     def imports(self, node: ast.Import | ast.ImportFrom) -> None:
         for alias in node.names:

@@ -49,9 +49,8 @@ def is_optimizer_step(call: ast.Call) -> bool:
     func = call.func
     if not isinstance(func, ast.Attribute) or func.attr not in ("step", "zero_grad"):
         return False
-    receiver = dotted(func.value)
-    return func.attr == "zero_grad" or bool(_OPTIM_STEP_RECEIVER.search(last_name(func.value)
-                                                                        or receiver))
+    receiver = last_name(func.value) or dotted(func.value)
+    return bool(_OPTIM_STEP_RECEIVER.search(receiver))
 
 
 def looks_like_step_loop(loop: ast.For | ast.AsyncFor | ast.While) -> bool:

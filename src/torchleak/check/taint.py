@@ -12,7 +12,8 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from torchleak.check.astutil import FUNCS, Position, dotted, last_name, names_in, pos, tokens
+from torchleak.check.astutil import FUNCS, Position, dotted, keyword, last_name, names_in, pos
+from torchleak.check.astutil import tokens
 from torchleak.check.astutil import walk_local
 from torchleak.check.context import Ctx, ModuleIndex
 from torchleak.check.steps import is_backward_call
@@ -170,6 +171,8 @@ class Taint:
         full = dotted(func)
         if full.startswith(("np.", "numpy.", "math.", "statistics.")):
             return False
+        if full.endswith("autograd.grad") and keyword(node, "create_graph") is None:
+            return False  # gradients, not a graph
         if isinstance(func, ast.Attribute) and name in _KILL_METHODS:
             return False
         if is_source_call(node):

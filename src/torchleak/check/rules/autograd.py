@@ -24,9 +24,9 @@ class AnomalyDetectionLeftOn(Rule):
         for call, ctx in a.index.calls:
             name = last_name(call.func)
             on = False
-            if name == "set_detect_anomaly":
+            if name == "set_detect_anomaly" and id(call) in a.index.expr_calls:
                 arg = call.args[0] if call.args else keyword(call, "mode")
-                on = is_const(arg, True)
+                on = is_const(arg, True)  # as a ``with`` item it is scoped: fine
             elif name == "Trainer":
                 on = is_const(keyword(call, "detect_anomaly"), True)
             if on and not _under_debug_flag(a, ctx):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 
 from torchleak.check.astutil import dotted, is_const, keyword
@@ -48,8 +49,7 @@ class CacheKeepsObjectsAlive(Rule):
                         not _from_functools(a, "cache"):
                     continue
                 if ctx.cls is not None and ctx.func is None and _is_method(func):
-                    if unbounded or _torchy(ctx.cls) or func.name in ("__getitem__",
-                                                                      "forward"):
+                    if _torchy(ctx.cls) or func.name in ("__getitem__", "forward"):
                         yield Finding(deco, f"`{shown}` on method `{func.name}` keeps every "
                                             f"`self` it saw (with its tensors) alive in a "
                                             f"class-level cache; use a per-instance dict "
@@ -73,5 +73,15 @@ def _torchy(cls: ast.ClassDef) -> bool:
 
 def _takes_tensor(func: Func) -> bool:
     every = func.args.posonlyargs + func.args.args + func.args.kwonlyargs
-    return any(x.annotation is not None and "Tensor" in ast.dump(x.annotation)
-               for x in every)
+    return any(x.annotation is not None and _mentions_tensor(x.annotation) for x in every)
+
+
+def _mentions_tensor(annotation: ast.AST) -> bool:
+    for node in ast.walk(annotation):
+        if isinstance(node, (ast.Name, ast.Attribute)) and \
+                (getattr(node, "id", None) or getattr(node, "attr", "")) == "Tensor":
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
+                re.search(r"\bTensor\b", node.value):
+            return True
+    return False
