@@ -86,6 +86,10 @@ class Taint:
         facts = self.facts(ctx.func)
         return self._expr(expr, facts, at or pos(expr), 0, frozenset())
 
+    def backward_called(self, name: str, ctx: Ctx) -> bool:
+        """``name.backward()`` (or ``backward(name)``) appears in the scope."""
+        return name in self.facts(ctx.func).backward
+
     def is_backwarded(self, name: str, ctx: Ctx) -> bool:
         """The name flows into a ``.backward()``: graph building is intended."""
         return name in self.facts(ctx.func).consumed

@@ -43,7 +43,7 @@ def _scalar_like(a: Analysis, value: ast.AST, ctx: Ctx) -> bool:
     name = dotted(value)
     if not name:
         return False
-    return "loss" in tokens(name.split(".")[-1]) or a.taint.is_backwarded(name, ctx)
+    return "loss" in tokens(name.split(".")[-1]) or a.taint.backward_called(name, ctx)
 
 
 def _fix(a: Analysis, value: ast.AST, key: str, ctx: Ctx) -> Fix | None:

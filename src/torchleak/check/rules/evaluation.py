@@ -76,13 +76,14 @@ def _in_data_loop(ctx: Ctx) -> bool:
 
 
 def _fix(a: Analysis, func: Func) -> Fix | None:
+    """``@torch.no_grad()`` right above ``def``: below other decorators, so it wraps the
+    plain function (above ``@staticmethod`` it would change how the method binds)."""
     if "torch" not in a.index.bound:
         return None
-    first = func.decorator_list[0] if func.decorator_list else func
-    line = first.lineno
-    indent = a.lines[line - 1][: a.char_col(line, first.col_offset)]
+    line = func.lineno
+    indent = a.lines[line - 1][: a.char_col(line, func.col_offset)]
     if indent.strip():
         return None
-    at = len(indent) + 1 - (1 if func.decorator_list else 0)
+    at = len(indent) + 1
     return Fix("Add `@torch.no_grad()`",
                (Edit(line, at, line, at, f"@torch.no_grad()\n{indent}"),))
