@@ -20,7 +20,8 @@ class Line:
     label: str  # what the legend says
     steps: list[int]
     values: list[float]
-    primary: bool = True  # secondary lines (e.g. RSS beside USS) are drawn lighter
+    primary: bool = True  # secondary lines (e.g. reserved beside allocated) are drawn lighter
+    plot: bool = True  # False: a table row only (RSS would squash USS's scale)
 
     @property
     def last(self) -> float | None:
@@ -79,12 +80,13 @@ def _column(conn: sqlite3.Connection, sql: str) -> tuple[list[int], list[float]]
 
 
 def _main_chart(conn: sqlite3.Connection) -> Chart:
-    chart = Chart("main", "Main process memory", "bytes",
-                  note="USS: memory only this process holds; RSS also counts shared pages.")
-    for name, col, label, primary in (("main_uss", "uss", "USS", True),
-                                      ("main_rss", "rss", "RSS", False)):
-        steps, values = _column(conn, f"SELECT step, {col} FROM steps ORDER BY step")
-        chart.lines.append(Line(name, label, steps, values, primary))
+    chart = Chart("main", "Main process memory (USS)", "bytes",
+                  note="USS: memory only this process holds (RSS, in the table, also counts "
+                       "pages shared with other processes).")
+    steps, values = _column(conn, "SELECT step, uss FROM steps ORDER BY step")
+    chart.lines.append(Line("main_uss", "USS", steps, values))
+    steps, values = _column(conn, "SELECT step, rss FROM steps ORDER BY step")
+    chart.lines.append(Line("main_rss", "RSS", steps, values, primary=True, plot=False))
     return chart
 
 

@@ -84,7 +84,7 @@ def _charts(view: RunView, markup: Any) -> list[dict[str, Any]]:
     charts = []
     for chart in view.charts:
         oom = next((view.ooms[ln.name] for ln in chart.lines if ln.name in view.ooms), None)
-        last = max(s for ln in chart.lines for s in ln.steps)
+        last = max(s for ln in chart.lines if ln.plot for s in ln.steps)
         svg = render_chart(chart, view.marks, view.trends, oom)
         charts.append({
             "key": chart.key,
@@ -92,9 +92,9 @@ def _charts(view: RunView, markup: Any) -> list[dict[str, Any]]:
             "note": chart.note,
             "svg": markup(svg),
             "legend": [(ln.label, PALETTE[i % len(PALETTE)], ln.primary)
-                       for i, ln in enumerate(chart.lines)],
+                       for i, ln in enumerate(ln for ln in chart.lines if ln.plot)],
             "rows": [_chart_row(s) for s in by_chart.get(chart.key, [])],
-            "growing": any(ln.name in view.trends for ln in chart.lines),
+            "growing": any(ln.name in view.trends for ln in chart.lines if ln.plot),
             "oom_note": _oom_note(oom, last) if oom and not oom_step(oom, last) else "",
         })
     return charts

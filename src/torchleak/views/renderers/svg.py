@@ -48,8 +48,9 @@ def oom_step(oom: OomProjection | None, last_step: int) -> float | None:
 
 def render_chart(chart: Chart, marks: list[Mark], trends: dict[str, Trend],
                  oom: OomProjection | None = None) -> str:
-    steps = [s for ln in chart.lines for s in ln.steps]
-    values = [v for ln in chart.lines for v in ln.values]
+    plotted = [ln for ln in chart.lines if ln.plot]
+    steps = [s for ln in plotted for s in ln.steps]
+    values = [v for ln in plotted for v in ln.values]
     last = max(steps)
     projected = oom_step(oom, last)
     x1 = projected * 1.04 if projected else last
@@ -57,8 +58,8 @@ def render_chart(chart: Chart, marks: list[Mark], trends: dict[str, Trend],
     frame = _frame(min(steps), x1, min(values), y_hi)
     parts = [_axes(frame, chart.unit), _marks(frame, marks)]
     parts += [_polyline(frame, ln.steps, ln.values, PALETTE[i % len(PALETTE)], ln.primary)
-              for i, ln in enumerate(chart.lines)]
-    parts += [_trend(frame, trends[ln.name], chart.unit) for ln in chart.lines if ln.name in trends]
+              for i, ln in enumerate(plotted)]
+    parts += [_trend(frame, trends[ln.name], chart.unit) for ln in plotted if ln.name in trends]
     if projected and oom:
         parts.append(_oom(frame, oom, projected))
     label = escape(chart.title)
@@ -88,7 +89,11 @@ def labelled_ticks(low: float, high: float, unit: str, count: int = 5) -> list[t
     raw = (hi - lo) / count
     power = 10 ** math.floor(math.log10(raw))
     step = next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw)
-    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) + (1 if step / power == 2.5 else 0)
+    if scale == 1.0:
+        step = max(step, 1.0)  # no 0.2 bytes, no 0.5 tensors
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9))
+    if step / power == 2.5 and power <= 1:
+        decimals += 1
     first = math.ceil(lo / step) * step
     n = int((hi - first) / step + 1e-9) + 1
     return [((first + i * step) * scale, _tick_label(first + i * step, decimals, suffix))
@@ -124,8 +129,8 @@ def _axes(frame: Frame, unit: str) -> str:
         out.append(f'<line class="xtick" x1="{x:.1f}" x2="{x:.1f}" y1="{HEIGHT - BOTTOM}" '
                    f'y2="{HEIGHT - BOTTOM + 4}"/><text class="tick" x="{x:.1f}" '
                    f'y="{HEIGHT - BOTTOM + 16}" text-anchor="middle">{format_count(step)}</text>')
-    out.append(f'<text class="axis-label" x="{LEFT - 6}" y="{HEIGHT - BOTTOM + 16}" '
-               f'text-anchor="end">step</text>')
+    out.append(f'<text class="axis-label" x="{(LEFT + WIDTH - RIGHT) / 2:.0f}" y="{HEIGHT - 3}" '
+               f'text-anchor="middle">step</text>')
     return "".join(out)
 
 
