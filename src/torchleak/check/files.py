@@ -42,9 +42,9 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[Cand
     for raw in paths:
         if os.path.isdir(raw):
             for found in _walk(raw, patterns):
-                if found not in seen:
-                    seen.add(found)
-                    yield Candidate(found)
+                if found.path not in seen:
+                    seen.add(found.path)
+                    yield found
         elif raw not in seen:
             seen.add(raw)
             if os.path.lexists(raw) and not os.path.exists(raw):
@@ -55,7 +55,7 @@ def discover(paths: Iterable[str], exclude: Iterable[str] = ()) -> Iterator[Cand
                 yield Candidate(raw)
 
 
-def _walk(root: str, patterns: tuple[str, ...]) -> Iterator[str]:
+def _walk(root: str, patterns: tuple[str, ...]) -> Iterator[Candidate]:
     stack = [root]
     while stack:
         folder = stack.pop()
@@ -72,8 +72,11 @@ def _walk(root: str, patterns: tuple[str, ...]) -> Iterator[str]:
             try:
                 if entry.is_dir(follow_symlinks=False):
                     subdirs.append(path)
-                elif entry.name.endswith(SOURCE_SUFFIXES) and entry.is_file():
-                    yield path
+                elif entry.name.endswith(SOURCE_SUFFIXES):
+                    if entry.is_file():
+                        yield Candidate(path)
+                    elif entry.is_symlink() and not os.path.exists(path):
+                        yield Candidate(path, "broken symbolic link")
             except OSError:
                 continue
         stack.extend(reversed(subdirs))
