@@ -112,3 +112,43 @@ def test_killed_run_is_shown_as_killed(tmp_path: Path, capsys: pytest.CaptureFix
     assert main(["top", str(run), "--once"]) == 0
     out = capsys.readouterr().out
     assert "killed" in out and "step 12" in out
+
+
+SLOW_TRAIN = """
+import time
+import torch
+
+model = torch.nn.Linear(32, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+losses = []
+for step in range(80):
+    loss = model(torch.randn(64, 32)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    losses.append(loss)
+    time.sleep(0.03)
+"""
+
+
+@pytest.mark.slow
+def test_top_on_a_real_recording(tmp_path: Path) -> None:
+    """`top` follows the real recorder's WAL trace while `torchleak run` trains."""
+    (tmp_path / "train.py").write_text(SLOW_TRAIN)
+    run = tmp_path / "runs" / "slow"
+    recorder = subprocess.Popen([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
+                                 str(run), "train.py"], cwd=tmp_path)
+    try:
+        deadline = time.monotonic() + 60
+        while not (run / "trace.sqlite").exists():
+            assert time.monotonic() < deadline and recorder.poll() is None, "no trace appeared"
+            time.sleep(0.05)
+        top = _top(run)
+        ended = top.read_until(lambda out: b"final frame" in out, timeout=90)
+        code = top.close()
+    finally:
+        recorder.wait(timeout=60)
+    assert ended and code == 0, top.output[-3000:]
+    seen = _steps_seen(top.output)
+    assert seen[-1] == 80 and len(set(seen)) >= 3, seen
+    assert b"finished" in top.output

@@ -32,12 +32,13 @@ class TextRenderer(Renderer):
         buffer = io.StringIO()
         console = Console(file=buffer, width=self.width, force_terminal=self.color,
                           color_system="truecolor" if self.color else None, highlight=False)
-        console.print(summary_renderable(view))
+        # The sparkline takes what the numbers leave of the width.
+        console.print(summary_renderable(view, spark_width=max(12, min(40, self.width - 62))))
         return buffer.getvalue()
 
 
-def summary_renderable(view: RunView) -> RenderableType:
-    parts: list[RenderableType] = [verdict_panel(view), signal_table(view)]
+def summary_renderable(view: RunView, spark_width: int = 32) -> RenderableType:
+    parts: list[RenderableType] = [verdict_panel(view), signal_table(view, spark_width)]
     parts += [finding_panel(f) for f in view.findings]
     if view.holders:
         parts.append(holder_table(view))
