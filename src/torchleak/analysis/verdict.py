@@ -13,12 +13,14 @@ MIN_STEPS = 20  # fewer steps cannot separate warm-up from growth
 _SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
 
 
-def build_report(data: RunData) -> Report:
+def build_report(data: RunData, replay: bool = True) -> Report:
+    """``replay``: find each finding's detection step by replaying the online rule over
+    prefixes of its series (off for the live detector, which records first firings)."""
     memory = judge_signals(data)
     named = holder_findings(data, memory)
     findings = named + signal_findings(data, memory, named)
     for finding in findings:
-        finding.detected_at_step = detection_step(data, finding)
+        finding.detected_at_step = detection_step(data, finding) if replay else data.steps
     findings.sort(key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), -(f.bytes_per_step or 0)))
     serious = [f for f in findings if f.severity in ("high", "medium")]
     report = Report(verdict="no_leak", steps=data.steps, findings=findings,
@@ -53,7 +55,10 @@ def detection_step(data: RunData, finding: Finding) -> int | None:
         min_growth, exact = MIN_MEMORY_GROWTH.get(finding.signal, 0.0), False
     else:
         return None
-    for end in range(5, len(xs) + 1):
+    # At most ~120 checkpoints: exact for short series, bounded cost for long runs.
+    stride = max(1, len(xs) // 120)
+    for end in range(5, len(xs) + stride, stride):
+        end = min(end, len(xs))
         step = xs[end - 1]
         trend = judge(xs[:end], values[:end], warmup=warmup_steps(int(step)),
                       min_growth=min_growth, windows=20, exact=exact)

@@ -19,7 +19,7 @@ from types import TracebackType
 from torchleak.errors import BadInput, InputNotFound
 
 _OUR_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-              os.path.abspath(runpy.__file__))
+              os.path.abspath(runpy.__file__), runpy._run_code.__code__.co_filename)
 
 
 @dataclass
@@ -114,7 +114,9 @@ def _exit_code(code: object) -> int:
 
 
 def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
-    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename).startswith(_OUR_FILES):
+    # "<frozen runpy>" (3.11+) is matched as is: abspath would prefix it with the cwd.
+    while tb is not None and (tb.tb_frame.f_code.co_filename in _OUR_FILES or os.path.abspath(
+            tb.tb_frame.f_code.co_filename).startswith(_OUR_FILES)):
         tb = tb.tb_next
     return tb
 
@@ -122,6 +124,7 @@ def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
 def _print_exception(exc: BaseException) -> None:
     tb = _user_traceback(exc.__traceback__)
     try:
-        sys.excepthook(type(exc), exc, tb)
+        # The default hook prints exc.__traceback__ when set, ignoring ``tb``: cut it there.
+        sys.excepthook(type(exc), exc.with_traceback(tb), tb)
     except Exception:  # noqa: BLE001 - a broken user excepthook: print like Python does
         traceback.print_exception(type(exc), exc, tb)

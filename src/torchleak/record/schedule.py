@@ -57,3 +57,8 @@ class Scheduler:
     @property
     def spent(self) -> float:
         return sum(c.spent for c in self.costs.values())
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {name: {"runs": c.runs, "seconds": round(c.spent, 4),
+                       "mean_ms": round(1000 * c.spent / c.runs, 3) if c.runs else 0.0}
+                for name, c in self.costs.items()}

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
+from torchleak.analysis.online import OnlineDetector
 from torchleak.record.phases import ModeWatcher
 from torchleak.record.probes.census import take_census
 from torchleak.record.probes.cuda import CudaProbe
@@ -57,6 +58,8 @@ class Recorder:
         self._last_boundary = time.perf_counter()
         self._in_child = False
         self.listeners: list[Callable[[str, tuple[Any, ...]], None]] = []
+        self.online = OnlineDetector(trace_path, self.writer.set_meta, self.event)
+        self.writer.every_flush(self.online.maybe_run)
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -93,12 +96,14 @@ class Recorder:
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
+                           "probe_costs": self.scheduler.summary(),
                            "probes_disabled": sorted(self._disabled)}.items():
             self.writer.set_meta(key, value)
         self.writer.stop_thread()
         self.writer.flush()
 
     def close(self) -> None:
+        self.online.close()
         self._main.close()
         self.writer.close()
 

@@ -169,7 +169,7 @@ class _Walk:
 
     def container(self, obj: Any, path: str, depth: int) -> None:
         size = len(obj)
-        if size:
+        if size and (size >= 64 or not isinstance(obj, tuple)):  # short tuples cannot grow
             fp = container_footprint(obj)
             detail: dict[str, Any] = {}
             if isinstance(obj, collections.deque) and obj.maxlen is not None:

@@ -110,6 +110,8 @@ class ChildSampler:
         self.error: BaseException | None = None
 
     def start(self) -> None:
+        # A fork (DataLoader starting its workers) makes the cached list stale: relist at once.
+        os.register_at_fork(after_in_parent=lambda: setattr(self, "_children_at", 0.0))
         self._thread.start()
 
     def poke(self) -> None:

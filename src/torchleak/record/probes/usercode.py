@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 import sysconfig
@@ -23,9 +24,10 @@ def _library_prefixes() -> tuple[str, ...]:
 _LIBRARY = _library_prefixes()
 
 
+@functools.lru_cache(maxsize=4096)
 def is_user_file(filename: str) -> bool:
-    if not filename or filename.startswith("<"):
-        return False
+    if not filename or filename.startswith("<") or not os.path.isabs(filename):
+        return False  # relative __file__ values come from odd module-like objects
     path = os.path.abspath(filename)
     return not path.startswith(_LIBRARY)
 
@@ -40,12 +42,26 @@ def user_frames(frame: FrameType | None) -> list[FrameType]:
     return frames
 
 
+_modules_cache: tuple[int, list[tuple[str, ModuleType]]] = (-1, [])
+
+
 def user_modules() -> list[tuple[str, ModuleType]]:
-    """(display name, module) for __main__ and modules loaded from the user's files."""
+    """(display name, module) for __main__ and modules loaded from the user's files.
+
+    Scanning sys.modules costs ~25 ms with torch loaded, so the answer is kept until the
+    number of loaded modules changes."""
+    global _modules_cache
+    count = len(sys.modules)
+    if _modules_cache[0] != count:
+        _modules_cache = (count, _scan_user_modules())
+    return _modules_cache[1]
+
+
+def _scan_user_modules() -> list[tuple[str, ModuleType]]:
     found = []
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
-        if filename and is_user_file(filename) and name != "__mp_main__":
+        if isinstance(module, ModuleType) and isinstance(filename, str) and is_user_file(filename) and name != "__mp_main__":
             display = name
             if name == "__main__":
                 display = os.path.splitext(os.path.basename(filename))[0]
