@@ -126,3 +126,20 @@ def test_unanalysed_run_is_analysed_without_touching_the_folder(clean_run: Path)
     view = build_view(clean_run)
     assert view.report is not None or view.report_source == "no analysis available"
     assert folder_fingerprint(clean_run) == before
+
+
+def test_unwritable_output_is_a_clear_error(leak_run: Path, tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "no-such-dir" / "report.html"
+    assert main(["report", str(leak_run), "-o", str(target)]) == 73
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_views_import_light() -> None:
+    """The views never pull torch, jinja2 or matplotlib into a plain import or `ls`."""
+    import subprocess
+
+    code = ("import sys; import torchleak.views, torchleak.views.query, torchleak.views.runs; "
+            "print(sorted(m for m in ('torch', 'jinja2', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

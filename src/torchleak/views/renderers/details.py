@@ -86,9 +86,11 @@ def metadata_rows(view: RunView) -> list[tuple[str, str]]:
 
 def _show(value: Any) -> str:
     if isinstance(value, list):
-        return " ".join(str(v) for v in value)
+        sep = "; " if any(isinstance(v, dict) for v in value) else " "
+        return sep.join(_show(v) for v in value)
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_show(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {format_bytes(v) if k == 'total' and isinstance(v, int) else _show(v)}"
+                         for k, v in value.items())
     return str(value)
 
 
