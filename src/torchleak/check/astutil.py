@@ -58,11 +58,19 @@ def names_in(node: ast.AST) -> set[str]:
 def walk_local(node: ast.AST) -> Iterator[ast.AST]:
     """Like ``ast.walk`` but does not enter nested functions, classes or lambdas."""
     stack = list(ast.iter_child_nodes(node))
+    pop, push, extend = stack.pop, stack.append, stack.extend
+    AST = ast.AST
     while stack:
-        child = stack.pop()
+        child = pop()
         yield child
-        if not isinstance(child, SCOPES):
-            stack.extend(ast.iter_child_nodes(child))
+        if isinstance(child, SCOPES):
+            continue
+        for name in child._fields:
+            value = getattr(child, name, None)
+            if type(value) is list:
+                extend(v for v in value if isinstance(v, AST))
+            elif isinstance(value, AST):
+                push(value)
 
 
 def keyword(call: ast.Call, name: str) -> ast.expr | None:

@@ -39,23 +39,41 @@ def is_bounded_deque(a: Analysis, key: str) -> bool:
 
 def reset_in(loop: Loop, key: str) -> bool:
     """Is ``key`` re-created or cleared inside the loop body (once per iteration)?"""
+    return key in _reset_keys(loop)
+
+
+_RESET_CACHE: dict[int, tuple[Loop, frozenset[str]]] = {}
+
+
+def _reset_keys(loop: Loop) -> frozenset[str]:
+    cached = _RESET_CACHE.get(id(loop))
+    if cached is not None and cached[0] is loop:
+        return cached[1]
+    if len(_RESET_CACHE) > 4096:
+        _RESET_CACHE.clear()
+    keys = frozenset(_collect_resets(loop))
+    _RESET_CACHE[id(loop)] = (loop, keys)
+    return keys
+
+
+def _collect_resets(loop: Loop) -> set[str]:
+    found: set[str] = set()
     for node in walk_local(loop):
         if isinstance(node, ast.Assign):
-            if any(dotted(n) == key for n in ast.walk(node.value)):
-                continue  # ``x = x + v`` / ``x = torch.cat([x, v])`` grows, not resets
+            used = {dotted(n) for n in ast.walk(node.value)
+                    if isinstance(n, (ast.Name, ast.Attribute))}
             for t in node.targets:
                 elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
-                if any(target_key(e) == key for e in elts):
-                    return True
-        elif isinstance(node, ast.AnnAssign) and target_key(node.target) == key:
-            return True
+                # ``x = x + v`` / ``x = torch.cat([x, v])`` grows ``x``, it does not reset it
+                found.update(k for e in elts if (k := target_key(e)) and k not in used)
+        elif isinstance(node, ast.AnnAssign):
+            found.add(target_key(node.target))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            if node.func.attr in _RESET_METHODS and target_key(node.func.value) == key:
-                return True
+            if node.func.attr in _RESET_METHODS:
+                found.add(target_key(node.func.value))
         elif isinstance(node, ast.Delete):
-            if any(target_key(t) == key for t in node.targets):
-                return True
-    return False
+            found.update(target_key(t) for t in node.targets)
+    return found
 
 
 def outlives_step(a: Analysis, container: ast.AST, ctx: Ctx) -> bool | None:
@@ -86,9 +104,12 @@ def _is_param(func: ast.AST | None, name: str) -> bool:
 
 def used_as_tensor_batch(a: Analysis, key: str) -> bool:
     """The list is later stacked/concatenated or used with tensor methods: keep tensors."""
-    for call, _ctx in a.index.calls:
-        name = dotted(call.func)
-        if name.endswith(("stack", "cat", "concat", "concatenate", "vstack", "hstack")):
-            if any(target_key(arg) == key or dotted(arg) == key for arg in call.args):
-                return True
-    return False
+    stacked = a.index.cache.get("stacked")
+    if stacked is None:
+        stacked = set()
+        for call, _ctx in a.index.calls:
+            name = dotted(call.func)
+            if name.endswith(("stack", "cat", "concat", "concatenate", "vstack", "hstack")):
+                stacked.update(target_key(arg) for arg in call.args)
+        a.index.cache["stacked"] = stacked
+    return key in stacked  # type: ignore[operator]

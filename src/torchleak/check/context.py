@@ -78,6 +78,7 @@ class ModuleIndex:
     bound: set[str] = field(default_factory=set)
     star_import: bool = False
     _step_loop: dict[int, bool] = field(default_factory=dict)
+    cache: dict[object, object] = field(default_factory=dict)  # for rule helpers
 
     # -- names ---------------------------------------------------------------------
     def is_undefined(self, name: str) -> bool:
@@ -106,8 +107,11 @@ class ModuleIndex:
 
         if not self.is_step_loop(loop):
             return False
-        return not any(isinstance(n, LOOPS) and n is not loop and self.is_step_loop(n)
-                       for n in walk_local(loop))
+        key = ("batch", id(loop))
+        if key not in self.cache:
+            self.cache[key] = not any(isinstance(n, LOOPS) and self.is_step_loop(n)
+                                      for n in walk_local(loop))
+        return bool(self.cache[key])
 
     def block_of(self, stmt: ast.stmt) -> list[ast.stmt] | None:
         entry = self.parent.get(stmt)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchleak.check.astutil import dotted, is_const, keyword, walk_local
+from torchleak.check.astutil import dotted, is_const, keyword, last_name, walk_local
 from torchleak.check.context import Ctx
 from torchleak.check.diagnostic import Edit, Fix
 from torchleak.check.rules.base import Analysis, Finding, Rule
@@ -65,12 +65,12 @@ class FigureNotClosed(Rule):
 
     @staticmethod
     def _closed_or_escapes(a: Analysis, ctx: Ctx, call: ast.Call) -> bool:
-        for other, _ in calls_by_scope(a).get(id(ctx.func), []):
-            name = dotted(other.func).rpartition(".")[2] or dotted(other.func)
-            if name in _CLOSING:
-                if name == "add_figure" and is_const(keyword(other, "close"), False):
-                    continue
-                return True
+        key = ("closes", id(ctx.func))
+        if key not in a.index.cache:
+            a.index.cache[key] = any(_closes(other)
+                                     for other, _ in calls_by_scope(a).get(id(ctx.func), []))
+        if a.index.cache[key]:
+            return True
         scope = ctx.func or a.index.tree
         figs = _figure_names(scope, call)
         for node in walk_local(scope):
@@ -81,6 +81,13 @@ class FigureNotClosed(Rule):
                 if any(isinstance(x, ast.Name) and x.id in figs for x in node.args):
                     return True  # kept on purpose, closed by whoever holds the list
         return False
+
+
+def _closes(call: ast.Call) -> bool:
+    name = last_name(call.func)
+    if name == "add_figure":
+        return not is_const(keyword(call, "close"), False)
+    return name in _CLOSING
 
 
 def _figure_names(scope: ast.AST, call: ast.Call) -> set[str]:
