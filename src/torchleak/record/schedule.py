@@ -14,6 +14,23 @@ import time
 from dataclasses import dataclass, field
 
 ANCHOR_STEPS = (3, 50)
+# The holder walk also runs at geometrically spaced steps (x1.5): a handful of cheap
+# walks (log of the run length) that give even very fast loops enough early samples to
+# detect growth within tens of steps.
+HOLDER_GROWTH = 1.5
+
+
+def _geometric(first: int = 3, limit: int = 10**9) -> frozenset[int]:
+    steps, s = set(), float(first)
+    while s < limit:
+        steps.add(int(s))
+        s = max(s + 1, s * HOLDER_GROWTH)
+    return frozenset(steps)
+
+
+HOLDER_ANCHORS = _geometric()
+ANCHOR_CAP_SECONDS = 0.3
+ANCHOR_CAP_FRACTION = 0.03
 
 
 @dataclass
@@ -39,14 +56,22 @@ class Scheduler:
     min_gap_steps: dict[str, int] = field(default_factory=lambda: {"holders": 1, "census": 10})
     last_step: dict[str, int] = field(default_factory=dict)
 
-    def due(self, probe: str, step: int, now: float | None = None) -> str | None:
-        """The reason to run ``probe`` at ``step`` now, or None."""
-        if step in ANCHOR_STEPS:
-            return "anchor"
-        if step - self.last_step.get(probe, -10**9) < self.min_gap_steps[probe]:
-            return None
+    def due(self, probe: str, step: int, now: float | None = None,
+            expected: float | None = None) -> str | None:
+        """The reason to run ``probe`` at ``step`` now, or None.
+
+        ``expected`` overrides the learnt cost (the census scales with the heap)."""
         now = time.perf_counter() if now is None else now
         cost = self.costs[probe]
+        if expected is not None:
+            cost.expected = expected
+        if step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS):
+            # Anchors ignore the budget, within reason: a heap of millions of objects
+            # (a Dataset of Python tuples) would make one census cost seconds.
+            cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
+            return "anchor" if cost.expected <= cap else None
+        if step - self.last_step.get(probe, -10**9) < self.min_gap_steps[probe]:
+            return None
         allowance = self.budget * self.share[probe] * (now - self.started)
         return "schedule" if cost.spent + cost.expected <= allowance else None
 

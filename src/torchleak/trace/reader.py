@@ -27,6 +27,9 @@ def resolve_trace_path(run: str | Path) -> Path:
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection: views can never modify a trace, even a live one."""
     uri = f"file:{path.resolve().as_posix()}?mode=ro"
+    if not Path(f"{path}-wal").exists():
+        # A finished trace: immutable, so SQLite leaves no -wal/-shm files beside it.
+        uri += "&immutable=1"
     try:
         conn = sqlite3.connect(uri, uri=True, timeout=5.0)
         conn.row_factory = sqlite3.Row

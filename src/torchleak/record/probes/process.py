@@ -108,6 +108,7 @@ class ChildSampler:
         self._main_at = 0.0
         self._thread = threading.Thread(target=self._loop, name="torchleak-sampler", daemon=True)
         self.error: BaseException | None = None
+        self.cpu_share = 0.05
 
     def start(self) -> None:
         # A fork (DataLoader starting its workers) makes the cached list stale: relist at once.
@@ -130,8 +131,11 @@ class ChildSampler:
                 self._wake.clear()
                 if self._stop.is_set():
                     return
+                began = time.monotonic()
                 self.sample_once()
-                self._stop.wait(self._min_interval)
+                # Stay under ~5% of one core: big workers make smaps_rollup slow.
+                cost = time.monotonic() - began
+                self._stop.wait(max(self._min_interval, cost / self.cpu_share))
         except BaseException as err:  # a probe never raises into training: record and stop
             self.error = err
 
