@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
-from torchleak.check.astutil import FUNCS, Position, dotted, keyword, last_name, names_in, pos
+from torchleak.check.astutil import Position, dotted, keyword, last_name, names_in, pos
 from torchleak.check.astutil import tokens
 from torchleak.check.astutil import walk_local
 from torchleak.check.context import Ctx, ModuleIndex
@@ -245,7 +245,3 @@ def _isinstance_tensor(test: ast.AST) -> frozenset[str]:
             and "Tensor" in dotted(test.args[1])):
         return frozenset({test.args[0].id})
     return frozenset()
-
-
-def enclosing_scope_is_function(ctx: Ctx) -> bool:
-    return isinstance(ctx.func, FUNCS)
