@@ -10,6 +10,7 @@ from torchleak.analysis.series import HolderSeries, RunData, Series
 from torchleak.analysis.sources import find_source
 from torchleak.analysis.stats import theil_sen
 from torchleak.analysis.trend import Trend, judge
+from torchleak.trace.schema import GRAPH_NODES_CAP as GRAPH_CAP
 from torchleak.report import Finding, Signal
 
 KIB = 1024.0
@@ -64,6 +65,16 @@ def _metric(holder: HolderSeries) -> tuple[list[float], str, str]:
     return holder.length, kind, units.get(holder.kind, "items")
 
 
+def uncapped(steps: list[int], values: list[float], kind: str) -> tuple[list[int], list[float]]:
+    """Graph counts stop at the walker's cap: judge the samples before it was reached."""
+    if kind != "autograd_graph" or not values or values[-1] < GRAPH_CAP:
+        return steps, values
+    keep = [i for i, v in enumerate(values) if v < GRAPH_CAP]
+    first_capped = len(keep)
+    keep.append(first_capped)  # one capped point still proves it got there
+    return [steps[i] for i in keep], [values[i] for i in keep]
+
+
 def _bounded(holder: HolderSeries) -> bool:
     if holder.kind == "dataloader":
         return True
@@ -79,11 +90,12 @@ def _judge_holder(data: RunData, holder: HolderSeries, warmup: float,
     values, kind, unit = _metric(holder)
     if values[-1] <= values[0]:
         return None  # cheap pre-filter: most holders are flat
-    trend = judge(holder.steps, values, warmup=warmup, min_growth=MIN_ITEMS_GROWTH, exact=True)
+    steps, values = uncapped(holder.steps, values, kind)
+    trend = judge(steps, values, warmup=warmup, min_growth=MIN_ITEMS_GROWTH, exact=True)
     if not trend.growing:
         return None
     bytes_rate = _bytes_rate(holder, warmup)
-    if bytes_rate <= 0 and kind in ("autograd_graph", "cache", "tensor_growth"):
+    if bytes_rate <= 0 and kind in ("autograd_graph", "cache", "tensor_growth", "figures"):
         bytes_rate = main_slope  # no per-item size: the process's own growth
     per_epoch, steps_per_epoch = _per_epoch(data, holder, values)
     name = holder.holder.split(" ")[0].split(".")[-1].split("[")[0].rstrip("()")

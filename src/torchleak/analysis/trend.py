@@ -4,8 +4,7 @@ Method (all thresholds named below):
 1. Drop the warm-up: steps <= ``warmup`` (healthy pattern H4, lazy optimizer state H3).
 2. Compare like with like. Memory series are noisy and saw-toothed, so we take the
    trough (minimum) of each of ``windows`` equal spans (H2). Exact counts (container
-   lengths) are split where they drop below half of the previous value (a ``.clear()``),
-   and each segment contributes its trough, so a list emptied every epoch is healthy.
+   lengths) are judged by ``_judge_counts`` instead (no statistics needed).
 3. Mann-Kendall on the troughs must show an increasing trend: Z >= ``Z_GROWING``
    (one-sided p < 0.01).
 4. The Theil-Sen slope times the span must exceed ``min_growth`` and 3 MADs of the
@@ -27,6 +26,7 @@ TAIL_FRACTION = 0.4
 PLATEAU_RATIO = 0.25
 MIN_POINTS = 5
 MIN_SPAN_STEPS = 10
+MIN_RISES = 3
 
 
 @dataclass
@@ -51,7 +51,9 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
     if len(pts) < MIN_POINTS or pts[-1][0] - pts[0][0] < MIN_SPAN_STEPS:
         return Trend("insufficient", reason=f"{len(pts)} samples after warm-up")
     px, py = [p[0] for p in pts], [p[1] for p in pts]
-    tx, ty = _reset_troughs(px, py) if exact else troughs(px, py, windows or len(px))
+    if exact:
+        return _judge_counts(px, py, min_growth)
+    tx, ty = troughs(px, py, windows or len(px))
     if len(tx) < 3:
         return Trend("healthy", reason="emptied regularly")
     z = mann_kendall_z(ty)
@@ -72,19 +74,42 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
     return trend
 
 
-def _plateaued(tx: list[float], ty: list[float], slope: float) -> bool:
-    k = max(3, int(len(tx) * TAIL_FRACTION))
-    if len(tx) - k < 2:
-        return False
-    tail_x, tail_y = tx[-k:], ty[-k:]
-    return theil_sen(tail_x, tail_y) < PLATEAU_RATIO * slope and max(tail_y) - min(tail_y) < (
-        slope * (tail_x[-1] - tail_x[0]) * 0.5)
+def _judge_counts(x: list[float], y: list[float], min_growth: float) -> Trend:
+    """Exact counts (container lengths, hook counts, graph nodes) need no statistics: a
+    count that never goes down, rose at least ``MIN_RISES`` times by ``min_growth`` in
+    all, and still rises in the last ``TAIL_FRACTION`` of the span, grows without bound.
+    A count that was emptied (dropped below half) is judged by the floors it returns to."""
+    segments = _segments(x, y)
+    if len(segments) == 2:
+        return Trend("healthy", reason="emptied during the run")
+    if len(segments) >= 3:
+        floors = [min(seg, key=lambda p: p[1]) for seg in segments]
+        x, y = [p[0] for p in floors], [p[1] for p in floors]
+    trend = Trend("healthy", theil_sen(x, y), 0.0, y[0], y[-1], x[0], x[-1])
+    rises = [i for i in range(1, len(y)) if y[i] > y[i - 1]]
+    if any(y[i] < y[i - 1] for i in range(1, len(y))):
+        trend.z = mann_kendall_z(y)
+        if trend.z < Z_GROWING:
+            trend.reason = f"not monotone (MK z={trend.z:.2f})"
+            return trend
+    elif len(rises) < MIN_RISES:
+        trend.reason = f"rose {len(rises)} times"
+        return trend
+    growth = y[-1] - y[0]
+    if growth < min_growth:
+        trend.reason = f"grew by {growth:.0f} only"
+        return trend
+    tail_start = x[-1] - TAIL_FRACTION * (x[-1] - x[0])
+    if not any(x[i] >= tail_start for i in rises):
+        trend.verdict, trend.reason = "plateau", "stopped growing in the last 40% of the run"
+        return trend
+    trend.slope = max(trend.slope, growth / max(1.0, x[-1] - x[0]))
+    trend.verdict = "growing"
+    trend.reason = f"rose {len(rises)} times, never emptied, +{growth:.0f} since step {x[0]:.0f}"
+    return trend
 
 
-def _reset_troughs(x: list[float], y: list[float]) -> tuple[list[float], list[float]]:
-    """Exact counts: each point, but a drop below half starts a new segment whose values
-    replace the previous troughs (a list that is cleared is judged after its last clear
-    and by whether its post-clear floors rise)."""
+def _segments(x: list[float], y: list[float]) -> list[list[tuple[float, float]]]:
     segments: list[list[tuple[float, float]]] = [[]]
     prev = None
     for a, b in zip(x, y):
@@ -92,8 +117,13 @@ def _reset_troughs(x: list[float], y: list[float]) -> tuple[list[float], list[fl
             segments.append([])
         segments[-1].append((a, b))
         prev = b
-    if len(segments) >= 3:
-        floors = [min(seg, key=lambda p: p[1]) for seg in segments]
-        return [p[0] for p in floors], [p[1] for p in floors]
-    last = segments[-1]
-    return [p[0] for p in last], [p[1] for p in last]
+    return segments
+
+
+def _plateaued(tx: list[float], ty: list[float], slope: float) -> bool:
+    k = max(3, int(len(tx) * TAIL_FRACTION))
+    if len(tx) - k < 2:
+        return False
+    tail_x, tail_y = tx[-k:], ty[-k:]
+    return theil_sen(tail_x, tail_y) < PLATEAU_RATIO * slope and max(tail_y) - min(tail_y) < (
+        slope * (tail_x[-1] - tail_x[0]) * 0.5)

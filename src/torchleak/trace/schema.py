@@ -10,6 +10,8 @@ Every table is append-only during a run; ``meta`` is key/value JSON. See
 from __future__ import annotations
 
 SCHEMA_VERSION = 1
+# holders.graph_nodes stops counting here: a value at the cap means "at least".
+GRAPH_NODES_CAP = 5_000
 TRACE_FILENAME = "trace.sqlite"
 
 TABLES = """

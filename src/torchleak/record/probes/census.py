@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import collections
 import gc
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 _GRAPH_CAP = 200_000
+_GRAPH_SECONDS = 0.05  # saved-tensor introspection is slow: bound the walk in time too
 _TOP_TYPES = 40
 
 
@@ -85,7 +87,10 @@ def _walk_graphs(roots: list[Any], storages: dict[int, int]) -> tuple[int, int]:
     seen: dict[int, Any] = {}
     saved: dict[int, int] = {}
     stack = list(roots)
+    deadline = time.perf_counter() + _GRAPH_SECONDS
     while stack and len(seen) < _GRAPH_CAP:
+        if len(seen) % 256 == 0 and time.perf_counter() > deadline:
+            break
         node = stack.pop()
         if id(node) in seen:
             continue

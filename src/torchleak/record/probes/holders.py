@@ -25,6 +25,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
+from torchleak.trace.schema import GRAPH_NODES_CAP
 from torchleak.record.probes.sizes import container_footprint, sample_items, tensor_footprint
 from torchleak.record.probes.usercode import is_user_file, user_frames, user_modules
 
@@ -35,6 +36,9 @@ _HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                 "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks")
 _LRU = type(functools.lru_cache(maxsize=None)(lambda: None))
 _BIG_DATASET_ATTR = 10_000
+# Counting a graph costs ~1 µs a node. Past the cap a holder is known to grow (the
+# analysis judges the uncapped samples) and its graph is not walked again.
+GRAPH_CAP = GRAPH_NODES_CAP
 
 
 @dataclass
@@ -67,7 +71,7 @@ def count_graph_nodes(grad_fn: Any, cap: int) -> int:
 
 
 class HolderWalker:
-    def __init__(self, max_objects: int = 20_000, graph_cap: int = 20_000,
+    def __init__(self, max_objects: int = 20_000, graph_cap: int = GRAPH_CAP,
                  max_samples: int = 400) -> None:
         self.max_objects = max_objects
         self.graph_cap = graph_cap

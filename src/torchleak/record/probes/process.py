@@ -131,10 +131,11 @@ class ChildSampler:
                 self._wake.clear()
                 if self._stop.is_set():
                     return
-                began = time.monotonic()
+                began = time.thread_time()
                 self.sample_once()
-                # Stay under ~5% of one core: big workers make smaps_rollup slow.
-                cost = time.monotonic() - began
+                # Stay under ~5% of one core: big workers make smaps_rollup slow. CPU
+                # time, not wall time: waiting for the GIL costs the training nothing.
+                cost = time.thread_time() - began
                 self._stop.wait(max(self._min_interval, cost / self.cpu_share))
         except BaseException as err:  # a probe never raises into training: record and stop
             self.error = err
