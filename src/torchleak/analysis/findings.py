@@ -157,7 +157,7 @@ def _culprit(holder: HolderSeries, kind: str, unit: str, slope: float, bytes_rat
     scale, per = (steps_per_epoch, "epoch") if per_epoch else (1.0, "step")
     rate = f"+{slope * scale:.3g} {unit}/{per}"
     size = f", {_fmt_bytes(bytes_rate * scale)}/{per}" if bytes_rate > 0 else ""
-    label = holder.holder
+    label = display_name(holder)
     if kind == "autograd_graph":
         return f"{label} (Tensor with grad_fn): autograd graph {rate}{size}"
     if kind == "hooks":
@@ -170,6 +170,17 @@ def _culprit(holder: HolderSeries, kind: str, unit: str, slope: float, bytes_rat
     item = holder.detail.get("item_type")
     what = f"{holder.type_name} of {item}" if item else holder.type_name
     return f"{label} ({what}, {rate}{size})"
+
+
+def display_name(holder: HolderSeries) -> str:
+    """How a person names the holder: ``Trainer.outputs (via fit().trainer)``,
+    ``local running_loss in main()``, ``global _ACTIVATIONS in model.py``."""
+    label = holder.detail.get("label")
+    if not label or label == holder.holder:
+        return holder.holder
+    if label.startswith(("local ", "global ")):
+        return label
+    return f"{label} (via {holder.holder})"
 
 
 def _fmt_bytes(n: float) -> str:

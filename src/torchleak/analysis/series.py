@@ -114,6 +114,14 @@ def _load_cuda(conn: sqlite3.Connection, data: RunData) -> None:
         data.memory[frag.name] = frag
 
 
+def _full_walk_steps(conn: sqlite3.Connection) -> list[int]:
+    try:
+        return [int(r[0]) for r in conn.execute(
+            "SELECT step FROM holder_walks WHERE kind='full' ORDER BY step")]
+    except sqlite3.OperationalError:  # traces written before the table existed
+        return []
+
+
 def _load_holders(conn: sqlite3.Connection, data: RunData) -> None:
     query = ("SELECT step, holder, kind, type_name, length, bytes, tensors, grad_fn_tensors, "
              "graph_nodes, detail FROM holders ORDER BY step")
@@ -128,7 +136,26 @@ def _load_holders(conn: sqlite3.Connection, data: RunData) -> None:
         series.grad_fn_tensors.append(float(gfn or 0))
         series.graph_nodes.append(float(nodes or 0))
         if detail:
-            series.detail = _json(detail)
+            series.detail = {**series.detail, **_json(detail)}
+    _prepend_empty(data, _full_walk_steps(conn))
+
+
+def _prepend_empty(data: RunData, walks: list[int]) -> None:
+    """Empty containers are not recorded: a holder missing from a full walk before its
+    first sample was empty (or not created yet), so it starts from zero there. This is
+    what lets a list filled once per epoch show its first rise."""
+    import bisect
+
+    for series in data.holders.values():
+        if not series.steps:
+            continue
+        i = bisect.bisect_left(walks, series.steps[0])
+        if i == 0 or series.kind not in ("container", "hooks", "cache", "figures"):
+            continue
+        series.steps.insert(0, walks[i - 1])
+        for values in (series.length, series.bytes, series.tensors, series.grad_fn_tensors,
+                       series.graph_nodes):
+            values.insert(0, 0.0)
 
 
 def _load_census(conn: sqlite3.Connection, data: RunData) -> None:

@@ -3,7 +3,9 @@
 Every probe's cost is measured as it runs. A probe may run at a boundary when the time
 spent on expensive probes so far, plus its expected cost, stays within ``budget`` times
 the wall time since monitoring started. The holder walk is cheap (~1-5 ms) and is what
-names leaks, so it gets most of the budget; the full census (~50-150 ms) gets the rest.
+names leaks, so it gets most of the budget; re-measuring the suspects it found (holders
+that grew between walks, ~10-50 µs each) gets a quarter, so suspects are sampled densely;
+the full census (~50-250 ms) gets the rest.
 Anchors run regardless of the budget: an early step (after the optimizer's lazy state
 exists), after warm-up, and the end of the run.
 """
@@ -49,11 +51,13 @@ class ProbeCost:
 @dataclass
 class Scheduler:
     budget: float  # fraction of wall time, e.g. 0.01
-    share: dict[str, float] = field(default_factory=lambda: {"holders": 0.7, "census": 0.3})
+    share: dict[str, float] = field(default_factory=lambda: {
+        "holders": 0.6, "quick": 0.25, "census": 0.15})
     started: float = field(default_factory=time.perf_counter)
     costs: dict[str, ProbeCost] = field(default_factory=lambda: {
-        "holders": ProbeCost(0.002), "census": ProbeCost(0.08)})
-    min_gap_steps: dict[str, int] = field(default_factory=lambda: {"holders": 1, "census": 10})
+        "holders": ProbeCost(0.002), "quick": ProbeCost(0.0002), "census": ProbeCost(0.08)})
+    min_gap_steps: dict[str, int] = field(default_factory=lambda: {
+        "holders": 1, "quick": 1, "census": 10})
     last_step: dict[str, int] = field(default_factory=dict)
 
     def due(self, probe: str, step: int, now: float | None = None,

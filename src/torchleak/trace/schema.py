@@ -94,6 +94,13 @@ CREATE TABLE IF NOT EXISTS holders (
     detail          TEXT               -- JSON: source hints (hook names, function, file:line)
 );
 CREATE INDEX IF NOT EXISTS holders_holder ON holders(holder, step);
+CREATE TABLE IF NOT EXISTS holder_walks (
+    step        INTEGER NOT NULL,
+    kind        TEXT NOT NULL,         -- 'full' (walk from every root) | 'quick' (suspects only)
+    reason      TEXT,                  -- 'anchor' | 'schedule' | 'phase' | 'end'
+    duration_ms REAL,
+    holders     INTEGER                -- rows written; a holder absent from a full walk was empty
+);
 CREATE TABLE IF NOT EXISTS marks (
     step  INTEGER NOT NULL,            -- the step the mark falls after (0 = before step 1)
     t     REAL NOT NULL,

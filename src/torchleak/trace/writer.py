@@ -32,6 +32,7 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "holders": ("step", "holder", "kind", "type_name", "length", "bytes", "tensors",
                 "tensor_bytes", "grad_fn_tensors", "graph_nodes", "detail"),
     "marks": ("step", "t", "name", "value"),
+    "holder_walks": ("step", "kind", "reason", "duration_ms", "holders"),
     "events": ("t", "step", "kind", "source", "message"),
 }
 _INSERT = {
