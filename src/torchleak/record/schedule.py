@@ -31,6 +31,7 @@ def _geometric(first: int = 3, limit: int = 10**9) -> frozenset[int]:
 
 
 HOLDER_ANCHORS = _geometric()
+SAMPLES_PER_SERIES = 400
 ANCHOR_CAP_SECONDS = 0.3
 ANCHOR_CAP_FRACTION = 0.03
 
@@ -74,7 +75,9 @@ class Scheduler:
             # (a Dataset of Python tuples) would make one census cost seconds.
             cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
             return "anchor" if cost.expected <= cap else None
-        if step - self.last_step.get(probe, -10**9) < self.min_gap_steps[probe]:
+        # Long runs: spread samples out so a series keeps a few hundred points, not 10^5.
+        gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
+        if step - self.last_step.get(probe, -10**9) < gap:
             return None
         allowance = self.budget * self.share[probe] * (now - self.started)
         return "schedule" if cost.spent + cost.expected <= allowance else None

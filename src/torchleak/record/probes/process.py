@@ -108,7 +108,7 @@ class ChildSampler:
         self._main_at = 0.0
         self._thread = threading.Thread(target=self._loop, name="torchleak-sampler", daemon=True)
         self.error: BaseException | None = None
-        self.cpu_share = 0.05
+        self.cpu_share = 0.10
 
     def start(self) -> None:
         # A fork (DataLoader starting its workers) makes the cached list stale: relist at once.
@@ -133,7 +133,7 @@ class ChildSampler:
                     return
                 began = time.thread_time()
                 self.sample_once()
-                # Stay under ~5% of one core: big workers make smaps_rollup slow. CPU
+                # Stay under ~10% of one core: big workers make smaps_rollup slow. CPU
                 # time, not wall time: waiting for the GIL costs the training nothing.
                 cost = time.thread_time() - began
                 self._stop.wait(max(self._min_interval, cost / self.cpu_share))
