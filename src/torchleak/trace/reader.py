@@ -1,4 +1,9 @@
-"""Open a trace for reading, never for writing, with clear errors for bad files."""
+"""Open a trace for reading, never for writing, with clear errors for bad files.
+
+A finished trace (no ``-wal`` file beside it: nobody is writing) is opened ``immutable``
+so SQLite leaves no ``-wal``/``-shm`` files behind; a trace being written is opened
+``mode=ro``, which reads the writer's WAL through its shared memory.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +11,12 @@ import json
 import sqlite3
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
-from torchleak.errors import InputNotFound, TraceError
+from torchleak.errors import BadInput, InputNotFound, TraceError
 from torchleak.trace.schema import SCHEMA_VERSION, TRACE_FILENAME
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def resolve_trace_path(run: str | Path) -> Path:
@@ -24,34 +32,58 @@ def resolve_trace_path(run: str | Path) -> Path:
     return path
 
 
+def trace_uri(path: Path) -> str:
+    """The read-only URI for a trace: immutable when no writer's WAL is beside the file."""
+    resolved = path.resolve()
+    live = Path(f"{resolved}-wal").exists()
+    flags = "mode=ro" if live else "mode=ro&immutable=1"
+    return f"file:{quote(resolved.as_posix())}?{flags}"
+
+
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection: views can never modify a trace, even a live one."""
-    uri = f"file:{path.resolve().as_posix()}?mode=ro"
-    if not Path(f"{path}-wal").exists():
-        # A finished trace: immutable, so SQLite leaves no -wal/-shm files beside it.
-        uri += "&immutable=1"
+    _check_magic(path)
     try:
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+        conn = sqlite3.connect(trace_uri(path), uri=True, timeout=5.0)
         conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA query_only=ON")
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     except sqlite3.DatabaseError as err:
-        raise TraceError(f"{path} is not a torchleak trace ({err}): was the file truncated?") from err
+        raise TraceError(f"{path} is not a readable torchleak trace ({err}): was it truncated?") from err
     if "meta" not in names or "steps" not in names:
         conn.close()
         raise TraceError(f"{path} is an SQLite file but not a torchleak trace (no meta/steps tables)")
-    version = _schema_version(conn)
-    if version > SCHEMA_VERSION:
-        conn.close()
-        raise TraceError(
-            f"{path} has trace schema v{version}, newer than this torchleak (v{SCHEMA_VERSION}): "
-            "upgrade torchleak (pip install -U torchleak)"
-        )
+    _check_version(conn, path)
     return conn
 
 
-def _schema_version(conn: sqlite3.Connection) -> int:
-    row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-    return int(json.loads(row[0])) if row else 0
+def _check_magic(path: Path) -> None:
+    if path.is_dir():
+        raise BadInput(f"{path} is a folder without a trace.sqlite in it")
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(len(_SQLITE_MAGIC))
+    except OSError as err:
+        raise TraceError(f"cannot read {path}: {err}") from err
+    if not head:
+        raise TraceError(f"{path} is empty: the run may have died before writing anything")
+    if head != _SQLITE_MAGIC:
+        raise TraceError(f"{path} is not an SQLite file, so not a torchleak trace")
+
+
+def _check_version(conn: sqlite3.Connection, path: Path) -> None:
+    try:
+        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
+        version = int(json.loads(row[0])) if row else 0
+    except (sqlite3.DatabaseError, ValueError, TypeError) as err:
+        conn.close()
+        raise TraceError(f"{path} has an unreadable schema_version ({err})") from err
+    if version > SCHEMA_VERSION:
+        conn.close()
+        raise TraceError(
+            f"{path} has trace schema v{version}, newer than this torchleak "
+            f"(v{SCHEMA_VERSION}): upgrade torchleak (pip install -U torchleak)"
+        )
 
 
 def read_meta(conn: sqlite3.Connection) -> dict[str, Any]:

@@ -1,83 +1,26 @@
-"""Open a trace for a view: read-only, with no side files, and with the run's true status.
-
-``trace.reader.open_readonly`` opens with ``mode=ro``; on a finished WAL-mode trace that
-still leaves empty ``-wal``/``-shm`` files beside it. A view must leave the run folder as
-it found it, so a trace with no ``-wal`` file (nobody is writing it) is opened
-``immutable``, which reads the main file only. A trace being written keeps ``mode=ro``,
-which reads the writer's WAL through its shared memory.
-"""
+"""Open a trace for a view (read-only, no side files: ``trace.reader``) and tell the
+run's true status (a 'running' trace whose writer is gone was killed)."""
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
-from torchleak.errors import BadInput, TraceError
-from torchleak.trace.reader import read_meta, resolve_trace_path
-from torchleak.trace.schema import SCHEMA_VERSION, STATUS_RUNNING
+from torchleak.errors import TraceError
+from torchleak.trace.reader import open_readonly, read_meta, resolve_trace_path, trace_uri
+from torchleak.trace.schema import STATUS_RUNNING
 
 STATUS_KILLED = "killed"
-_SQLITE_MAGIC = b"SQLite format 3\x00"
-
-
-def trace_uri(path: Path) -> str:
-    """The URI a view opens: immutable when no writer's WAL is beside the file."""
-    resolved = path.resolve()
-    live = Path(f"{resolved}-wal").exists()
-    flags = "mode=ro" if live else "mode=ro&immutable=1"
-    return f"file:{quote(resolved.as_posix())}?{flags}"
+__all__ = ["RunState", "open_trace", "read_state", "run_status", "trace_uri", "STATUS_KILLED"]
 
 
 def open_trace(run: str | Path) -> tuple[Path, sqlite3.Connection]:
     """Resolve ``run`` (folder or file) and open its trace read-only, checking it is ours."""
     path = resolve_trace_path(run)
-    _check_magic(path)
-    try:
-        conn = sqlite3.connect(trace_uri(path), uri=True, timeout=5.0)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA query_only=ON")
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    except sqlite3.DatabaseError as err:
-        raise TraceError(f"{path} is not a readable torchleak trace ({err}): was it truncated?") from err
-    if "meta" not in names or "steps" not in names:
-        conn.close()
-        raise TraceError(f"{path} is an SQLite file but not a torchleak trace (no meta/steps tables)")
-    _check_version(conn, path)
-    return path, conn
-
-
-def _check_magic(path: Path) -> None:
-    if path.is_dir():
-        raise BadInput(f"{path} is a folder without a trace.sqlite in it")
-    try:
-        with path.open("rb") as handle:
-            head = handle.read(len(_SQLITE_MAGIC))
-    except OSError as err:
-        raise TraceError(f"cannot read {path}: {err}") from err
-    if not head:
-        raise TraceError(f"{path} is empty: the run may have died before writing anything")
-    if head != _SQLITE_MAGIC:
-        raise TraceError(f"{path} is not an SQLite file, so not a torchleak trace")
-
-
-def _check_version(conn: sqlite3.Connection, path: Path) -> None:
-    try:
-        row = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()
-        version = int(json.loads(row[0])) if row else 0
-    except (sqlite3.DatabaseError, ValueError, TypeError) as err:
-        conn.close()
-        raise TraceError(f"{path} has an unreadable schema_version ({err})") from err
-    if version > SCHEMA_VERSION:
-        conn.close()
-        raise TraceError(
-            f"{path} has trace schema v{version}, newer than this torchleak "
-            f"(v{SCHEMA_VERSION}): upgrade torchleak (pip install -U torchleak)"
-        )
+    return path, open_readonly(path)
 
 
 @dataclass
