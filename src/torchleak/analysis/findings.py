@@ -98,7 +98,7 @@ def _judge_holder(data: RunData, holder: HolderSeries, warmup: float,
     if bytes_rate <= 0 and kind in ("autograd_graph", "cache", "tensor_growth", "figures"):
         bytes_rate = main_slope  # no per-item size: the process's own growth
     per_epoch, steps_per_epoch = _per_epoch(data, holder, values)
-    name = holder.holder.split(" ")[0].split(".")[-1].split("[")[0].rstrip("()")
+    name = _short_name(holder)
     advice = advice_for(_advice_kind(kind, holder), name)
     culprit = _culprit(holder, kind, unit, trend.slope, bytes_rate, per_epoch, steps_per_epoch)
     finding = Finding(
@@ -108,11 +108,18 @@ def _judge_holder(data: RunData, holder: HolderSeries, warmup: float,
         per_epoch=per_epoch, holder_path=holder.holder,
         bytes_per_epoch=round(bytes_rate * steps_per_epoch, 1) if per_epoch else None,
         retained_bytes=int(holder.bytes[-1]) or None,
-        source=find_source(data.meta.get("script"), holder.kind, name),
+        source=find_source(data.meta.get("script"), holder.kind, name) or holder.detail.get("source"),
         evidence=[f"{holder.holder}: {unit} {values[0]:.0f} at step {holder.steps[0]} -> "
                   f"{values[-1]:.0f} at step {holder.steps[-1]} ({trend.reason})"])
     finding.oom = project(data, "main_uss", _current(data, "main_uss"), bytes_rate)
     return finding
+
+
+def _short_name(holder: HolderSeries) -> str:
+    """The identifier a user would grep for: ``train_outputs``, ``build_pair_mask``."""
+    if holder.kind == "cache":
+        return str(holder.detail.get("function", "")).split(".")[-1]
+    return holder.holder.split(" ")[0].split(".")[-1].split("[")[0].rstrip("()")
 
 
 def _advice_kind(kind: str, holder: HolderSeries) -> str:

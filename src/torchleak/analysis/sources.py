@@ -1,39 +1,78 @@
-"""Point a finding at the source line that adds to its holder (a text search of the
-user's script, cheap and good enough to give a line to look at)."""
+"""Point a finding at the source line that adds to its holder.
+
+The user's script is parsed with ``ast`` (never imported or run again): the first real
+statement that grows the named holder (``name.append(...)``, ``name += ...``,
+``name[k] = ...``) or that creates the kind of thing that grows (a hook registration, a
+figure, an ``lru_cache`` decorator). Strings and comments never match.
+"""
 
 from __future__ import annotations
 
-import re
+import ast
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
-_GROW = r"(\.append\(|\.extend\(|\.add\(|\.update\(|\.insert\(|\.appendleft\(|\s*\+=|\[[^\]]*\]\s*=)"
-_KIND_PATTERNS = {
-    "hooks": r"register_(full_backward_|forward_pre_|forward_|backward_)?hook\(",
-    "figures": r"(plt|pyplot)\.(figure|subplots)\(",
-    "cache": r"@(functools\.)?(lru_cache|cache)\b",
-}
+_GROWING_METHODS = {"append", "extend", "add", "update", "insert", "appendleft", "setdefault"}
+_HOOK_CALLS = {"register_forward_hook", "register_forward_pre_hook", "register_hook",
+               "register_full_backward_hook", "register_backward_hook",
+               "register_full_backward_pre_hook"}
+_FIGURE_CALLS = {"figure", "subplots"}
 
 
 @lru_cache(maxsize=16)
-def _lines(path: str) -> tuple[str, ...]:
+def _parse(path: str) -> tuple[ast.Module | None, tuple[str, ...]]:
     try:
-        return tuple(Path(path).read_text(errors="replace").splitlines())
-    except OSError:
-        return ()
+        text = Path(path).read_text(errors="replace")
+        return ast.parse(text), tuple(text.splitlines())
+    except (OSError, SyntaxError, ValueError):
+        return None, ()
+
+
+def _name_of(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if isinstance(node, ast.Subscript):
+        return _name_of(node.value)
+    return None
+
+
+def _matches(node: ast.AST, kind: str, name: str) -> bool:
+    if kind == "cache" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return node.name == name and any(_name_of(d.func if isinstance(d, ast.Call) else d)
+                                         in ("lru_cache", "cache") for d in node.decorator_list)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        method = node.func.attr
+        if kind == "hooks":
+            return method in _HOOK_CALLS
+        if kind == "figures":
+            return method in _FIGURE_CALLS and _name_of(node.func.value) in ("plt", "pyplot")
+        return method in _GROWING_METHODS and _name_of(node.func.value) == name
+    if kind in ("hooks", "figures", "cache"):
+        return False
+    if isinstance(node, ast.AugAssign):
+        return _name_of(node.target) == name
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Subscript) and _name_of(t.value) == name for t in node.targets)
+    return False
+
+
+def _nodes_in_order(tree: ast.Module) -> Iterator[ast.AST]:
+    return iter(sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")),
+                       key=lambda n: (n.lineno, n.col_offset)))
 
 
 def find_source(script: str | None, kind: str, name: str) -> str | None:
+    """``file:line: code`` of the first statement that grows ``name``, or None."""
     if not script:
         return None
-    lines = _lines(script)
-    if kind in _KIND_PATTERNS:
-        pattern = re.compile(_KIND_PATTERNS[kind])
-    elif name and name.isidentifier():
-        pattern = re.compile(rf"\b{re.escape(name)}{_GROW}")
-    else:
+    tree, lines = _parse(script)
+    if tree is None or (kind not in ("hooks", "figures") and not name.isidentifier()):
         return None
-    for number, line in enumerate(lines, 1):
-        if pattern.search(line) and not line.lstrip().startswith("#"):
-            return f"{script}:{number}: {line.strip()}"
+    for node in _nodes_in_order(tree):
+        if _matches(node, kind, name):
+            line = node.lineno
+            return f"{script}:{line}: {lines[line - 1].strip()}"
     return None
