@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import collections
 import gc
-import time
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
+
+from torchleak.record.probes.graph import walk_graph
 
 _GRAPH_CAP = 200_000
 _GRAPH_SECONDS = 0.05  # saved-tensor introspection is slow: bound the walk in time too
@@ -49,7 +49,9 @@ def take_census() -> CensusResult:
             result.grad_fn_tensors += 1
             roots.append(t.grad_fn)
     result.tensor_bytes = sum(storages.values())
-    result.graph_nodes, result.graph_bytes = _walk_graphs(roots, storages)
+    graph = walk_graph(roots, _GRAPH_CAP, _GRAPH_SECONDS)
+    result.graph_nodes = graph.nodes
+    result.graph_bytes = sum(b for ptr, b in graph.saved.items() if ptr not in storages)
     result.top_types = [(f"{t.__module__}.{t.__qualname__}", n)
                         for t, n in type_counts.most_common(_TOP_TYPES)]
     return result
@@ -68,53 +70,3 @@ def _count_tensor(t: torch.Tensor, result: CensusResult, storages: dict[int, int
     if key not in storages:
         storages[key] = nbytes
         slot[1] += nbytes
-
-
-_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
-
-
-def _saved_attrs(node: Any) -> tuple[str, ...]:
-    cls = type(node)
-    names = _SAVED_ATTRS.get(cls)
-    if names is None:
-        names = tuple(n for n in dir(cls) if n.startswith("_saved_"))
-        _SAVED_ATTRS[cls] = names
-    return names
-
-
-def _walk_graphs(roots: list[Any], storages: dict[int, int]) -> tuple[int, int]:
-    """Nodes reachable from all roots, and bytes of saved tensors not already counted."""
-    seen: dict[int, Any] = {}
-    saved: dict[int, int] = {}
-    stack = list(roots)
-    deadline = time.perf_counter() + _GRAPH_SECONDS
-    while stack and len(seen) < _GRAPH_CAP:
-        if len(seen) % 256 == 0 and time.perf_counter() > deadline:
-            break
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen[id(node)] = node
-        for name in _saved_attrs(node):
-            _count_saved(node, name, storages, saved)
-        for child, _ in getattr(node, "next_functions", ()):
-            if child is not None:
-                stack.append(child)
-    return len(seen), sum(saved.values())
-
-
-def _count_saved(node: Any, name: str, storages: dict[int, int], saved: dict[int, int]) -> None:
-    try:
-        value = getattr(node, name)
-    except Exception:  # noqa: BLE001 - freed after backward ("graph a second time")
-        return
-    values = value if isinstance(value, tuple) else (value,)
-    for v in values:
-        if isinstance(v, torch.Tensor):
-            try:
-                storage = v.untyped_storage()
-                key = storage.data_ptr()
-                if key not in storages and key not in saved:
-                    saved[key] = storage.nbytes()
-            except Exception:  # noqa: BLE001
-                continue

@@ -27,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from torchleak.trace.schema import GRAPH_NODES_CAP
+from torchleak.record.probes.graph import walk_graph
 from torchleak.record.probes.sizes import container_footprint, sample_items, tensor_footprint
 from torchleak.record.probes.usercode import is_user_file, user_frames, user_modules
 
@@ -65,17 +66,7 @@ class HolderSample:
 
 def count_graph_nodes(grad_fn: Any, cap: int) -> int:
     """Autograd nodes reachable from ``grad_fn``, at most ``cap``."""
-    seen: dict[int, Any] = {}  # keeps the wrappers alive so ids stay unique during the walk
-    stack = [grad_fn]
-    while stack and len(seen) < cap:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
-        for child, _ in getattr(node, "next_functions", ()):
-            if child is not None:
-                stack.append(child)
-    return len(seen)
+    return walk_graph([grad_fn], cap, with_saved=False).nodes
 
 
 class HolderWalker:

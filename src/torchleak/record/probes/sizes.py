@@ -8,7 +8,11 @@ from typing import Any
 
 import torch
 
+from torchleak.record.probes.graph import walk_graph
+
 _SAMPLE = 8
+_GRAPH_NODES_PER_ITEM = 256  # per sampled item: enough for one step's graph
+_NODE_BYTES = 200  # an autograd node with its edges, measured order of magnitude
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
 
 
@@ -31,8 +35,21 @@ def tensor_footprint(t: torch.Tensor) -> Footprint:
         nbytes = t.untyped_storage().nbytes()
     except Exception:  # noqa: BLE001 - sparse, meta, fake and nested tensors
         nbytes = t.numel() * t.element_size() if t.layout == torch.strided else 0
-    has_graph = 1.0 if t.grad_fn is not None else 0.0
-    return Footprint(float(nbytes + sys.getsizeof(t)), 1.0, float(nbytes), has_graph)
+    if t.grad_fn is None:
+        return Footprint(float(nbytes + sys.getsizeof(t)), 1.0, float(nbytes), 0.0)
+    # Retained size includes what the graph keeps: saved activations (never freed when no
+    # backward ran) and ~200 B per node.
+    graph = walk_graph([t.grad_fn], _GRAPH_NODES_PER_ITEM)
+    saved = sum(b for ptr, b in graph.saved.items() if ptr != _data_ptr(t))
+    retained = nbytes + saved + graph.nodes * _NODE_BYTES + sys.getsizeof(t)
+    return Footprint(float(retained), 1.0, float(nbytes), 1.0)
+
+
+def _data_ptr(t: torch.Tensor) -> int:
+    try:
+        return t.untyped_storage().data_ptr()
+    except Exception:  # noqa: BLE001
+        return -1
 
 
 def element_footprint(obj: Any, depth: int = 2) -> Footprint:

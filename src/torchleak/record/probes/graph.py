@@ -1,0 +1,80 @@
+"""Walk autograd graphs: how many nodes, and which saved tensors they keep alive.
+
+Nodes are reached through ``next_functions``; saved tensors through the ``_saved_*``
+attributes PyTorch exposes on each node type. After ``backward()`` the saved tensors of a
+graph are freed (unpacking them raises), so a kept graph costs its nodes only; a graph
+that was never backpropagated (evaluation without ``no_grad``) keeps its activations.
+Leaf tensors that require grad (parameters) are saved by reference, never leaked by a
+graph, and are not counted.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+_SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
+
+
+@dataclass
+class GraphStats:
+    nodes: int = 0
+    saved: dict[int, int] = field(default_factory=dict)  # storage ptr -> bytes
+    truncated: bool = False
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(self.saved.values())
+
+
+def _saved_attrs(node: Any) -> tuple[str, ...]:
+    cls = type(node)
+    names = _SAVED_ATTRS.get(cls)
+    if names is None:
+        names = tuple(n for n in dir(cls) if n.startswith("_saved_"))
+        _SAVED_ATTRS[cls] = names
+    return names
+
+
+def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
+               with_saved: bool = True) -> GraphStats:
+    """Nodes reachable from ``roots`` (at most ``node_cap``, within ``seconds``)."""
+    stats = GraphStats()
+    seen: dict[int, Any] = {}  # keeps the wrappers alive so ids stay unique during the walk
+    stack = [r for r in roots if r is not None]
+    deadline = None if seconds is None else time.perf_counter() + seconds
+    while stack:
+        if len(seen) >= node_cap or (deadline is not None and len(seen) % 256 == 0
+                                     and time.perf_counter() > deadline):
+            stats.truncated = True
+            break
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen[id(node)] = node
+        if with_saved:
+            for name in _saved_attrs(node):
+                _add_saved(node, name, stats.saved)
+        for child, _ in getattr(node, "next_functions", ()):
+            if child is not None:
+                stack.append(child)
+    stats.nodes = len(seen)
+    return stats
+
+
+def _add_saved(node: Any, name: str, saved: dict[int, int]) -> None:
+    try:
+        value = getattr(node, name)
+    except Exception:  # noqa: BLE001 - freed after backward ("graph a second time")
+        return
+    for v in value if isinstance(value, tuple) else (value,):
+        if not isinstance(v, torch.Tensor) or (v.is_leaf and v.requires_grad):
+            continue
+        try:
+            storage = v.untyped_storage()
+            saved.setdefault(storage.data_ptr(), storage.nbytes())
+        except Exception:  # noqa: BLE001 - meta/sparse tensors
+            continue
