@@ -1,0 +1,119 @@
+"""The CUDA path of the recorder. This machine has no GPU, so the allocator is faked
+(torch.cuda's query functions only); the real test beside it runs the same code path on
+CPU, where CUDA must stay untouched and `allocated` falls back to USS."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchleak.record.probes import cuda as cuda_probe
+from torchleak.record.session import Recorder
+
+MB = 1024 * 1024
+
+
+def _train(steps: int) -> None:
+    torch.manual_seed(0)
+    model = torch.nn.Linear(8, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+def _record(tmp_path: Path, steps: int) -> sqlite3.Connection:
+    trace = tmp_path / "trace.sqlite"
+    recorder = Recorder(trace, {"name": "cuda-test"}, budget=0.01)
+    recorder.start()
+    try:
+        _train(steps)
+    finally:
+        recorder.stop("finished", 0)
+        recorder.close()
+    return sqlite3.connect(trace)
+
+
+class FakeAllocator:
+    """Answers torch.cuda's allocator queries like one device whose memory grows 1 MiB a call."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def memory_stats(self, device: int) -> dict[str, int]:
+        self.calls += 1
+        allocated = 100 * MB + self.calls * MB
+        return {
+            "allocated_bytes.all.current": allocated,
+            "reserved_bytes.all.current": 512 * MB,
+            "active_bytes.all.current": allocated,
+            "inactive_split_bytes.all.current": 3 * MB,
+            "allocated_bytes.all.peak": allocated,
+            "reserved_bytes.all.peak": 512 * MB,
+            "num_alloc_retries": 0,
+            "num_ooms": 0,
+        }
+
+
+def test_without_a_gpu_cuda_is_never_touched_and_allocated_is_uss(tmp_path: Path) -> None:
+    conn = _record(tmp_path, 30)
+    assert conn.execute("SELECT COUNT(*) FROM cuda_samples").fetchone()[0] == 0
+    rows = conn.execute("SELECT allocated, uss FROM torch_trace").fetchall()
+    assert len(rows) == 30
+    assert all(a == pytest.approx(u) and a > 10 for a, u in rows)
+    assert not torch.cuda.is_initialized()
+
+
+def test_cuda_columns_fill_from_the_allocator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeAllocator()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "memory_stats", fake.memory_stats)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (70_000 * MB, 80_000 * MB))
+    conn = _record(tmp_path, 30)
+    rows = conn.execute("SELECT step, allocated, reserved, inactive_split, total FROM cuda_samples "
+                        "ORDER BY step").fetchall()
+    assert [r[0] for r in rows] == list(range(1, 31))
+    assert [r[1] for r in rows] == [100 * MB + (i + 1) * MB for i in range(30)]
+    assert {r[2] for r in rows} == {512 * MB} and {r[3] for r in rows} == {3 * MB}
+    assert {r[4] for r in rows} == {80_000 * MB}
+    view = conn.execute("SELECT step, allocated, reserved FROM torch_trace ORDER BY step").fetchall()
+    assert view[0][1] == pytest.approx(101.0) and view[-1][1] == pytest.approx(130.0)
+    assert {v[2] for v in view} == {512.0}
+
+
+def test_gpu_totals_read_device_properties_without_initialising(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Props:
+        name = "Fake H100"
+        total_memory = 80 * 1024 * MB
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: Props())
+    assert cuda_probe.gpu_totals() == [{"device": 0, "name": "Fake H100", "total": 80 * 1024 * MB}]
+
+
+def test_growing_cuda_allocation_is_judged_against_the_gpu_total(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from torchleak.analysis import analyze
+
+    fake = FakeAllocator()
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "memory_stats", fake.memory_stats)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (70_000 * MB, 80_000 * MB))
+    _record(tmp_path, 120).close()
+    monkeypatch.undo()
+    report = analyze(tmp_path / "trace.sqlite")
+    cuda = [f for f in report.findings if f.signal == "cuda_allocated"]
+    assert report.verdict == "leak" and cuda, report.to_json()
+    assert cuda[0].bytes_per_step == pytest.approx(MB, rel=0.05)
+    assert cuda[0].oom is not None and cuda[0].oom.limit_name == "cuda:0 total"
+    assert cuda[0].oom.steps_to_oom == pytest.approx((80_000 - 220) * MB / MB, rel=0.05)
