@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import time
 from pathlib import Path
 
@@ -63,9 +62,12 @@ def _out_dir(args: argparse.Namespace, target: Target) -> Path:
         base = Path(os.environ.get("TORCHLEAK_RUNS_DIR", "torchleak-runs"))
         out = base / f"{args.name or target.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
         suffix = 1
-        while out.exists():
+        while out.exists() and "RANK" not in os.environ:
             suffix += 1
             out = out.with_name(f"{out.name.split('~')[0]}~{suffix}")
+    rank = os.environ.get("RANK")
+    if rank is not None and os.environ.get("WORLD_SIZE", "1") != "1":
+        out = out / f"rank{rank}"  # torchrun: one trace per rank, side by side
     try:
         out.mkdir(parents=True, exist_ok=True)
         probe = out / ".torchleak-write-test"
@@ -78,6 +80,3 @@ def _out_dir(args: argparse.Namespace, target: Target) -> Path:
         raise OutputNotWritable(f"{out} already holds a trace: pass another --out folder")
     return out
 
-
-def _stderr(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
