@@ -20,7 +20,8 @@ MIN_MEMORY_GROWTH = {"main_uss": 8 * MIB, "workers_uss": 8 * MIB,
                      "cuda_allocated": 8 * MIB, "cuda_reserved_unused": 64 * MIB}
 HIGH_BYTES_PER_STEP = 16 * KIB
 MEDIUM_BYTES_PER_STEP = 2 * KIB
-_SIGNAL_TITLES = {"main_uss": "main process memory (USS)", "workers_uss":
+_SIGNAL_TITLES = {"tensors": "live tensors", "graph_nodes": "autograd nodes",
+                  "main_uss": "main process memory (USS)", "workers_uss":
                   "DataLoader worker memory (USS, summed)", "cuda_allocated": "CUDA allocated",
                   "cuda_reserved_unused": "CUDA reserved but unallocated"}
 
@@ -30,6 +31,10 @@ def warmup_steps(steps: int) -> float:
     return max(3.0, min(50.0, 0.1 * steps))
 
 
+# Census series are sparse (anchors + budget), judged only when a long run gave enough.
+MIN_CENSUS_GROWTH = {"tensors": 16.0, "graph_nodes": 256.0}
+
+
 def judge_signals(data: RunData) -> dict[str, tuple[Series, Trend]]:
     warmup = warmup_steps(data.steps)
     judged = {}
@@ -37,6 +42,11 @@ def judge_signals(data: RunData) -> dict[str, tuple[Series, Trend]]:
         trend = judge(series.x, series.y, warmup=warmup, windows=20,
                       min_growth=MIN_MEMORY_GROWTH.get(name, 8 * MIB))
         judged[name] = (series, trend)
+    for name, min_growth in MIN_CENSUS_GROWTH.items():
+        series = data.census.get(name)
+        if series is not None and len(series.x) >= 5:
+            judged[name] = (series, judge(series.x, series.y, warmup=warmup, windows=20,
+                                          min_growth=min_growth))
     return judged
 
 
@@ -214,6 +224,9 @@ def signal_findings(data: RunData, memory: dict[str, tuple[Series, Trend]],
             found.append(_worker_finding(data, trend))
         elif name == "cuda_reserved_unused":
             found.append(_plain_finding(data, name, trend, "fragmentation", "low"))
+        elif name in MIN_CENSUS_GROWTH:
+            if not named:
+                found.append(_census_finding(data, name, trend))
         elif not any(f.severity in ("high", "medium") for f in named):
             found.append(_plain_finding(data, name, trend, "memory", _plain_severity(trend)))
     return found
@@ -263,6 +276,18 @@ def _plain_finding(data: RunData, signal: str, trend: Trend, kind: str, severity
                       evidence=evidence)
     finding.oom = project(data, signal, _current(data, signal), trend.slope)
     return finding
+
+
+def _census_finding(data: RunData, name: str, trend: Trend) -> Finding:
+    """Live tensors or autograd nodes grow with no named holder: C++ or unnamed owners."""
+    advice = advice_for("tensors")
+    unit = "live tensors" if name == "tensors" else "autograd nodes"
+    culprit = f"{unit} +{trend.slope:.3g}/step, not reachable from a name in your code"
+    severity = "medium" if name == "graph_nodes" or trend.slope >= 0.5 else "low"
+    return Finding(kind="tensor_growth" if name == "tensors" else "autograd_graph",
+                   culprit=culprit, severity=severity, fix=advice.fix, pattern=advice.pattern,
+                   signal=name, objects_per_step=round(trend.slope, 4),
+                   evidence=[f"census {unit}: {trend.start:.0f} -> {trend.end:.0f} ({trend.reason})"])
 
 
 def signal_summaries(memory: dict[str, tuple[Series, Trend]]) -> list[Signal]:

@@ -103,7 +103,8 @@ def _judge_counts(x: list[float], y: list[float], min_growth: float) -> Trend:
     if not any(x[i] >= tail_start for i in rises):
         trend.verdict, trend.reason = "plateau", "stopped growing in the last 40% of the run"
         return trend
-    trend.slope = max(trend.slope, growth / max(1.0, x[-1] - x[0]))
+    # The average rate over the window: Theil-Sen reads a per-epoch staircase as ~0.
+    trend.slope = growth / max(1.0, x[-1] - x[0])
     trend.verdict = "growing"
     trend.reason = f"rose {len(rises)} times, never emptied, +{growth:.0f} since step {x[0]:.0f}"
     return trend

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torchleak.analysis.findings import (holder_findings, judge_signals, signal_findings,
                                          signal_summaries, warmup_steps, MIN_ITEMS_GROWTH,
-                                         MIN_MEMORY_GROWTH, _metric)
+                                         MIN_MEMORY_GROWTH, MIN_CENSUS_GROWTH, _metric)
 from torchleak.analysis.series import RunData
 from torchleak.analysis.trend import judge
 from torchleak.report import Finding, Report
@@ -49,10 +49,11 @@ def detection_step(data: RunData, finding: Finding) -> int | None:
         holder = data.holders[finding.holder_path]
         values, _, _ = _metric(holder)
         xs, min_growth, exact = holder.steps, float(MIN_ITEMS_GROWTH), True
-    elif finding.signal in data.memory:
-        series = data.memory[finding.signal]
+    elif finding.signal in data.memory or finding.signal in data.census:
+        series = data.memory.get(finding.signal) or data.census[finding.signal]
         xs, values = series.x, series.y
-        min_growth, exact = MIN_MEMORY_GROWTH.get(finding.signal, 0.0), False
+        min_growth = MIN_MEMORY_GROWTH.get(finding.signal, MIN_CENSUS_GROWTH.get(finding.signal, 0.0))
+        exact = False
     else:
         return None
     # At most ~120 checkpoints: exact for short series, bounded cost for long runs.
