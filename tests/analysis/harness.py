@@ -1,0 +1,147 @@
+"""Record a real training loop in-process and analyse it, as ``torchleak run`` would.
+
+Importing torch costs seconds, so the leak and healthy scenarios run inside the test
+process: a ``Recorder`` writes a trace for the loop, then the same analysis the CLI uses
+turns it into a ``Report``. The few end-to-end tests use ``run_cli`` instead.
+
+The loop runs on a thread of its own, as a script's loop runs under ``torchleak run``
+with nothing of the user's above it: torchleak's holder walk starts from the user frames
+on the stack, and must meet the loop's locals, not this harness or pytest's fixtures.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from torchleak.report import Finding, Report
+
+KIB = 1024
+MIB = 1024 * 1024
+SERIOUS = ("high", "medium")
+
+@dataclass
+class Recorded:
+    report: Report
+    trace: Path
+
+    def rows(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(f"file:{self.trace}?mode=ro", uri=True)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
+    def explain(self) -> str:
+        """Everything a failing assertion should show: the report and the holder table."""
+        holders = self.rows("SELECT holder, COUNT(*), MIN(length), MAX(length) FROM holders "
+                            "GROUP BY holder ORDER BY MAX(length) - MIN(length) DESC LIMIT 12")
+        steps = self.rows("SELECT MIN(step), MAX(step), MIN(uss), MAX(uss) FROM steps")
+        return (f"{self.report.to_json()}\nsteps/uss: {steps}\nholders (top growth): "
+                + "\n  ".join(map(str, holders)))
+
+
+def record_loop(train: Callable[[], Any], folder: Path, name: str, script: str,
+                budget: float = 0.01) -> Recorded:
+    """Record ``train()`` (a real CPU training loop) and analyse its trace."""
+    import psutil
+    import torch
+
+    from torchleak.analysis import analyze_connection
+    from torchleak.record.session import Recorder
+
+    torch.set_num_threads(1)
+    gc.collect()  # earlier scenarios' garbage must not be collected inside this one
+    trace = folder / f"{name}.sqlite"
+    metadata = {"name": name, "script": script, "argv": [script], "pid": os.getpid(),
+                "ram_total": psutil.virtual_memory().total, "cgroup_limit": None,
+                "gpu_totals": [], "budget_pct": budget * 100}
+    recorder = Recorder(trace, metadata, budget=budget)
+    try:
+        recorder.start()
+        failure = _run_on_thread(train)
+        recorder.stop("crashed" if failure else "finished", 1 if failure else 0)
+        if failure is not None:
+            raise failure
+        recorder.writer.flush()
+        report = analyze_connection(recorder.writer.connection())
+    finally:
+        recorder.close()
+    return Recorded(report, trace)
+
+
+def _run_on_thread(train: Callable[[], Any]) -> BaseException | None:
+    failures: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            train()
+        except BaseException as err:  # noqa: BLE001 - re-raised on the test's thread
+            failures.append(err)
+
+    thread = threading.Thread(target=main, name="training-loop")
+    thread.start()
+    thread.join()
+    return failures[0] if failures else None
+
+
+# Assertions -------------------------------------------------------------------------------
+
+def serious(report: Report) -> list[Finding]:
+    return [f for f in report.findings if f.severity in SERIOUS]
+
+
+def finding_for(report: Report, *names: str) -> Finding | None:
+    """The serious finding whose culprit names the holder (any of ``names``)."""
+    for finding in serious(report):
+        if any(n in finding.culprit for n in names):
+            return finding
+    return None
+
+
+def assert_leak(run: Recorded, *names: str, kind: str | None = None) -> Finding:
+    report = run.report
+    assert report.verdict == "leak", run.explain()
+    finding = finding_for(report, *names)
+    assert finding is not None, f"no high/medium finding names {names}:\n{run.explain()}"
+    if kind is not None:
+        assert finding.kind == kind, run.explain()
+    return finding
+
+
+def assert_healthy(run: Recorded) -> None:
+    assert run.report.verdict == "no_leak", run.explain()
+    assert serious(run.report) == [], run.explain()
+
+
+def assert_rate(value: float | None, truth: float, low: float = 0.5, high: float = 2.0,
+                what: str = "rate", run: Recorded | None = None) -> None:
+    assert value is not None and low * truth <= value <= high * truth, (
+        f"{what} {value} not within {low}x-{high}x of the planted {truth}\n"
+        + (run.explain() if run else ""))
+
+
+# The CLI, end to end --------------------------------------------------------------------
+
+def run_cli(folder: Path, source: str, *options: str, timeout: float = 120
+            ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
+    """``python -m torchleak run --json out.json [options] script.py`` in a fresh process."""
+    script = folder / "train.py"
+    script.write_text(textwrap.dedent(source).lstrip())
+    out_json = folder / "out.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
+                           str(folder / "run"), "--json", str(out_json), *options, str(script)],
+                          cwd=folder, capture_output=True, text=True, timeout=timeout, env=env)
+    report = json.loads(out_json.read_text()) if out_json.exists() else None
+    return proc, report

@@ -1,0 +1,39 @@
+"""Small real training loops shared by the scenarios: a tiny MLP, SGD/Adam, seeded data.
+
+Batches are made up front so a step costs well under a millisecond of Python and the
+scenarios stay fast; the leaks themselves live in the test files (the "user's script").
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+IN, HIDDEN, CLASSES, BATCH = 32, 64, 10, 16
+
+
+def make_model(out: int = CLASSES, seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(IN, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, out))
+
+
+def make_batches(n: int = 16, batch: int = BATCH, classes: int = CLASSES,
+                 seed: int = 0) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.randn(batch, IN, generator=g), torch.randint(0, classes, (batch,), generator=g))
+            for _ in range(n)]
+
+
+def graph_nodes(grad_fn: object) -> int:
+    """Distinct autograd nodes reachable from ``grad_fn`` (the truth for graph growth)."""
+    seen: set[int] = set()
+    keep = []
+    stack = [grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        keep.append(node)
+        stack.extend(child for child, _ in getattr(node, "next_functions", ()))
+    return len(seen)

@@ -1,0 +1,398 @@
+"""Every leak kind, planted in a small real training loop: verdict, holder and rate.
+
+Each scenario is recorded once (in-process, see ``harness.record_loop``) and checked by
+several tests: the verdict and the named holder, the growth rate against the planted
+bytes and items per step, and how soon the online rule fired.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torchleak
+from harness import KIB, Recorded, assert_leak, assert_rate, record_loop
+from loops import BATCH, CLASSES, HIDDEN, IN, graph_nodes, make_batches, make_model
+
+STEPS = 240
+SCRIPT = __file__
+
+
+# 1. Outputs kept with their autograd graph on a trainer attribute (pattern 2) -----------
+WIDE = 256  # logits of 16 x 256 float32: 16 KiB a step
+
+
+class Trainer:
+    def __init__(self) -> None:
+        self.model = make_model(out=WIDE)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.batches = make_batches(classes=WIDE)
+        self.outputs: list[torch.Tensor] = []
+
+    def fit(self, steps: int) -> None:
+        for step in range(steps):
+            x, y = self.batches[step % len(self.batches)]
+            logits = self.model(x)
+            loss = F.cross_entropy(logits, y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            self.outputs.append(logits)  # the leak: every step's logits and graph
+
+
+def outputs_with_graph() -> None:
+    Trainer().fit(STEPS)
+
+
+# 2. running_loss += loss: a local tensor whose graph deepens every step (pattern 1) -----
+LOSS_NODES: list[int] = []  # nodes one step adds, measured on the real graph
+
+
+def running_loss_tensor() -> None:
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    running_loss = torch.zeros(())
+    for step in range(STEPS):
+        x, y = batches[step % len(batches)]
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        before = graph_nodes(running_loss.grad_fn) if step == 20 else 0
+        running_loss += loss  # the leak: should be loss.item()
+        if step == 20:
+            LOSS_NODES.append(graph_nodes(running_loss.grad_fn) - before)
+
+
+# 3. An unbounded history of detached tensors on self (pattern 5) -----------------------
+class HistoryTrainer:
+    def __init__(self) -> None:
+        self.model = make_model()
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.batches = make_batches()
+        self.grad_norm_history: list[torch.Tensor] = []
+
+    def fit(self, steps: int) -> None:
+        for step in range(steps):
+            x, y = self.batches[step % len(self.batches)]
+            loss = F.cross_entropy(self.model(x), y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            self.optimizer.step()
+            # the leak: 4 x 2048 float32 (32 KiB) kept every step, never trimmed
+            self.grad_norm_history.append(torch.randn(4, 2048))
+
+
+def history_on_self() -> None:
+    HistoryTrainer().fit(STEPS)
+
+
+# 4. Lightning-style validation outputs never cleared: once per epoch (pattern 4) --------
+EPOCH_STEPS, EPOCHS, VAL_BATCHES = 25, 10, 4
+VAL_ITEM = 65536  # 64 Ki float32 = 256 KiB per validation batch, 1 MiB per epoch
+
+
+class LitClassifier(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = make_model()
+        self.validation_step_outputs: list[dict[str, torch.Tensor]] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def validation_step(self, x: torch.Tensor, y: torch.Tensor, i: int) -> None:
+        loss = F.cross_entropy(self(x), y)
+        preds = torch.full((VAL_ITEM,), float(i))
+        self.validation_step_outputs.append({"loss": loss.detach(), "preds": preds})
+
+    def on_validation_epoch_end(self) -> None:
+        torch.stack([o["loss"] for o in self.validation_step_outputs]).mean()
+        # the leak: no self.validation_step_outputs.clear()
+
+
+def validation_outputs_per_epoch() -> None:
+    module = LitClassifier()
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.01)
+    batches, val = make_batches(), make_batches(VAL_BATCHES, seed=1)
+    for epoch in range(EPOCHS):
+        module.train()
+        for step in range(EPOCH_STEPS):
+            x, y = batches[step % len(batches)]
+            loss = F.cross_entropy(module(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        module.eval()
+        with torch.no_grad():
+            for i, (x, y) in enumerate(val):
+                module.validation_step(x, y, i)
+        module.on_validation_epoch_end()
+
+
+# 5. register_forward_hook inside the step, handle thrown away (pattern 14) -------------
+def forward_hook_per_step() -> None:
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    for step in range(STEPS):
+        x, y = batches[step % len(batches)]
+        feats: dict[str, torch.Tensor] = {}
+        model[0].register_forward_hook(lambda m, i, o: feats.update(h=o.detach()))  # leak
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+# 6. lru_cache(maxsize=None) keyed by tensors: every step a new entry (pattern 23) -------
+@functools.lru_cache(maxsize=None)
+def build_pair_mask(x: torch.Tensor) -> torch.Tensor:
+    return (x @ x.T > 0).float()  # 16 x 16, kept with its 16 x 32 key
+
+
+def lru_cache_on_tensors() -> None:
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    for step in range(STEPS):
+        x, y = batches[step % len(batches)]
+        x = x + 0.0  # a new tensor each step (as a DataLoader gives): hashes by id
+        mask = build_pair_mask(x)
+        loss = F.cross_entropy(model(x), y) + 0.0 * mask.sum()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+# 7. A figure per epoch, never closed (pattern 10) -------------------------------------
+FIG_EPOCH_STEPS, FIG_EPOCHS = 20, 10
+
+
+def figures_never_closed(folder: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    losses: list[float] = []
+    for epoch in range(FIG_EPOCHS):
+        for step in range(FIG_EPOCH_STEPS):
+            x, y = batches[step % len(batches)]
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            losses.append(loss.item())
+        plt.figure(figsize=(2, 2))
+        plt.plot(losses[-FIG_EPOCH_STEPS:])
+        plt.savefig(folder / f"loss-{epoch}.png")  # the leak: no plt.close()
+        torchleak.mark("epoch")
+
+
+# 8. A module-level list appended inside forward (pattern 5) ---------------------------
+_ACTIVATIONS: list[torch.Tensor] = []
+
+
+class Recording(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body = make_model()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.body[1](self.body[0](x))
+        _ACTIVATIONS.append(h.detach())  # the leak: 16 x 64 float32 (4 KiB) every forward
+        return self.body[2](h)
+
+
+def global_list_in_forward() -> None:
+    model = Recording()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    for step in range(STEPS):
+        x, y = batches[step % len(batches)]
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+
+# 9. A metric that accumulates detached scores and is never reset (pattern 17) ---------
+class ScoreMetric:
+    def __init__(self) -> None:
+        self.scores: list[torch.Tensor] = []
+
+    def update(self, scores: torch.Tensor) -> None:
+        self.scores.append(scores.detach())
+
+    def compute(self) -> torch.Tensor:
+        return torch.cat(self.scores).mean()
+
+    def reset(self) -> None:
+        self.scores.clear()
+
+
+class MetricTrainer:
+    def __init__(self) -> None:
+        self.model = make_model(out=HIDDEN)  # 16 x 64 float32 scores: 4 KiB an update
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.batches = make_batches(classes=HIDDEN)
+        self.train_metric = ScoreMetric()
+        self.val_metric = ScoreMetric()
+
+    def fit(self, epochs: int, steps: int) -> None:
+        for epoch in range(epochs):
+            for step in range(steps):
+                x, y = self.batches[step % len(self.batches)]
+                scores = self.model(x)
+                loss = F.cross_entropy(scores, y)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                self.train_metric.update(scores.softmax(-1))  # never reset: the leak
+                self.val_metric.update(scores.softmax(-1))
+            self.train_metric.compute()
+            self.val_metric.compute()
+            self.val_metric.reset()
+
+
+def metric_never_reset() -> None:
+    MetricTrainer().fit(8, 30)
+
+
+# The table ----------------------------------------------------------------------------
+@dataclass
+class Leak:
+    train: Callable[..., None]
+    names: tuple[str, ...]  # the culprit must contain one of these
+    kind: str | None = None
+    bytes_per_step: float | None = None  # the planted size, where the items have one
+    objects_per_step: float | None = None  # the planted items (or graph nodes) per step
+    onset: int = 1  # the step the growth starts at
+    per_step: bool = True  # grows every step (else once per epoch)
+    needs_folder: bool = False
+    budget: float = 0.01  # torchleak run's default: 1% of wall time
+
+
+LEAKS: dict[str, Leak] = {
+    "outputs_with_graph": Leak(outputs_with_graph, ("Trainer.outputs",), "tensor_list_graph",
+                               bytes_per_step=BATCH * WIDE * 4, objects_per_step=1),
+    "running_loss": Leak(running_loss_tensor, ("running_loss",), "autograd_graph"),
+    "history_on_self": Leak(history_on_self, ("HistoryTrainer.grad_norm_history",),
+                            "tensor_list", bytes_per_step=4 * 2048 * 4, objects_per_step=1),
+    "validation_outputs": Leak(validation_outputs_per_epoch, ("validation_step_outputs",),
+                               bytes_per_step=VAL_BATCHES * VAL_ITEM * 4 / EPOCH_STEPS,
+                               objects_per_step=VAL_BATCHES / EPOCH_STEPS, onset=EPOCH_STEPS,
+                               per_step=False),
+    # The same loop with the sampling a slower, real loop gets at the default budget: 20%
+    # of its ~1 ms steps buys about the walks 1% buys an epoch of ~0.2 s steps.
+    "validation_outputs_dense": Leak(validation_outputs_per_epoch, ("validation_step_outputs",),
+                                     bytes_per_step=VAL_BATCHES * VAL_ITEM * 4 / EPOCH_STEPS,
+                                     objects_per_step=VAL_BATCHES / EPOCH_STEPS,
+                                     onset=EPOCH_STEPS, per_step=False, budget=0.2),
+    "forward_hook": Leak(forward_hook_per_step, ("_forward_hooks",), "hooks",
+                         objects_per_step=1),
+    "lru_cache": Leak(lru_cache_on_tensors, ("build_pair_mask",), "cache", objects_per_step=1),
+    "figures": Leak(figures_never_closed, ("figure", "pyplot"), "figures",
+                    objects_per_step=1 / FIG_EPOCH_STEPS, onset=FIG_EPOCH_STEPS,
+                    per_step=False, needs_folder=True),
+    "global_list_in_forward": Leak(global_list_in_forward, ("_ACTIVATIONS",), "tensor_list",
+                                   bytes_per_step=BATCH * HIDDEN * 4, objects_per_step=1),
+    "metric_never_reset": Leak(metric_never_reset, ("train_metric.scores",), "tensor_list",
+                               bytes_per_step=BATCH * HIDDEN * 4, objects_per_step=1),
+}
+
+_recorded: dict[str, Recorded] = {}
+
+
+@pytest.fixture
+def leak_run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+             ) -> tuple[Leak, Recorded]:
+    name = request.param
+    leak = LEAKS[name]
+    if name not in _recorded:
+        folder = tmp_path_factory.mktemp(name)
+        train = functools.partial(leak.train, folder) if leak.needs_folder else leak.train
+        try:
+            _recorded[name] = record_loop(train, folder, name, SCRIPT, budget=leak.budget)
+        finally:
+            _cleanup()
+    return leak, _recorded[name]
+
+
+def _cleanup() -> None:
+    """Release what a scenario leaked on purpose, so the next one starts clean."""
+    _ACTIVATIONS.clear()
+    build_pair_mask.cache_clear()
+    import sys
+
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")
+
+
+scenarios = pytest.mark.parametrize("leak_run", list(LEAKS), indirect=True)
+
+
+@scenarios
+def test_verdict_names_the_holder(leak_run: tuple[Leak, Recorded]) -> None:
+    leak, run = leak_run
+    assert_leak(run, *leak.names, kind=leak.kind)
+
+
+@scenarios
+def test_bytes_per_step_matches_the_planted_size(leak_run: tuple[Leak, Recorded]) -> None:
+    leak, run = leak_run
+    if leak.bytes_per_step is None:
+        pytest.skip("the holder's items have no size of their own")
+    finding = assert_leak(run, *leak.names)
+    assert_rate(finding.bytes_per_step, leak.bytes_per_step, what="bytes_per_step", run=run)
+
+
+@scenarios
+def test_objects_per_step_matches_the_planted_items(leak_run: tuple[Leak, Recorded]) -> None:
+    leak, run = leak_run
+    truth = leak.objects_per_step
+    if truth is None:  # graph nodes: measured on the real graph while it ran
+        assert LOSS_NODES, "the scenario did not measure its graph"
+        truth = LOSS_NODES[0]
+    finding = assert_leak(run, *leak.names)
+    assert_rate(finding.objects_per_step, truth, low=0.7, high=1.4, what="objects_per_step",
+                run=run)
+
+
+@scenarios
+def test_detected_soon_after_onset(leak_run: tuple[Leak, Recorded]) -> None:
+    leak, run = leak_run
+    finding = assert_leak(run, *leak.names)
+    assert finding.detected_at_step is not None, run.explain()
+    assert finding.detected_at_step >= leak.onset, run.explain()
+    if leak.per_step:
+        assert finding.detected_at_step <= leak.onset + 60, run.explain()
+    else:
+        # A holder must gain 4 items after warm-up
+        # (MIN_ITEMS_GROWTH), in at least 3 rises (MIN_RISES): max(3, ceil(4 / k)) epochs
+        # with k items an epoch; allow two more for the sampling.
+        epoch = EPOCH_STEPS if "validation" in leak.names[0] else FIG_EPOCH_STEPS
+        items_per_epoch = leak.objects_per_step * epoch
+        epochs = max(3, math.ceil(4 / items_per_epoch)) + 2
+        assert finding.detected_at_step <= leak.onset + epochs * epoch, run.explain()
+
+
+@pytest.mark.parametrize("leak_run", ["validation_outputs_dense"], indirect=True)
+def test_validation_staircase_is_reported_per_epoch(leak_run: tuple[Leak, Recorded]) -> None:
+    leak, run = leak_run
+    finding = assert_leak(run, "validation_step_outputs")
+    assert finding.per_epoch, run.explain()
+    assert "/epoch" in finding.culprit, run.explain()
+    planted = VAL_BATCHES * VAL_ITEM * 4
+    assert_rate(finding.bytes_per_epoch, planted, what="bytes_per_epoch", run=run)
