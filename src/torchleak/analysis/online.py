@@ -2,7 +2,7 @@
 
 It runs on the trace writer's thread after a flush, reading the trace through its own
 read-only connection, never on the training thread. Its cadence adapts so it uses at
-most ~0.5% of one core: after an analysis that took ``c`` seconds it waits
+most ~0.3% of one core: after an analysis that took ``c`` seconds it waits
 ``max(MIN_INTERVAL, c / SHARE)``. It publishes the live verdict in ``meta['live']`` (for
 ``torchleak top``) and a ``detection`` event the first time each finding fires.
 """
@@ -17,8 +17,8 @@ from typing import Any
 from torchleak.analysis.series import load
 from torchleak.analysis.verdict import build_report
 
-MIN_INTERVAL = 1.0
-SHARE = 0.005
+MIN_INTERVAL = 2.0
+SHARE = 0.003
 
 
 def finding_key(finding: Any) -> str:

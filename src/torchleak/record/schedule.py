@@ -13,6 +13,7 @@ exists), after warm-up, and the end of the run.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 ANCHOR_STEPS = (3, 50)
@@ -31,6 +32,7 @@ def _geometric(first: int = 3, limit: int = 10**9) -> frozenset[int]:
 
 
 HOLDER_ANCHORS = _geometric()
+ALL_ANCHORS = HOLDER_ANCHORS | frozenset(ANCHOR_STEPS)
 SAMPLES_PER_SERIES = 400
 ANCHOR_CAP_SECONDS = 0.3
 ANCHOR_CAP_FRACTION = 0.03
@@ -62,15 +64,18 @@ class Scheduler:
     last_step: dict[str, int] = field(default_factory=dict)
 
     def due(self, probe: str, step: int, now: float | None = None,
-            expected: float | None = None) -> str | None:
+            estimate: Callable[[], float] | None = None) -> str | None:
         """The reason to run ``probe`` at ``step`` now, or None.
 
-        ``expected`` overrides the learnt cost (the census scales with the heap)."""
+        ``estimate`` re-estimates the cost (the census scales with the heap); it is only
+        called when the probe may run, since estimating has a cost of its own."""
         now = time.perf_counter() if now is None else now
         cost = self.costs[probe]
-        if expected is not None:
-            cost.expected = expected
-        if step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS):
+        anchor = step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS)
+        allowance = self.budget * self.share[probe] * (now - self.started)
+        if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
+            cost.expected = estimate()
+        if anchor:
             # Anchors ignore the budget, within reason: a heap of millions of objects
             # (a Dataset of Python tuples) would make one census cost seconds.
             cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
@@ -79,12 +84,19 @@ class Scheduler:
         gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
         if step - self.last_step.get(probe, -10**9) < gap:
             return None
-        allowance = self.budget * self.share[probe] * (now - self.started)
         return "schedule" if cost.spent + cost.expected <= allowance else None
+
+    next_due: float = 0.0  # perf_counter time before which no probe's budget allows a run
 
     def ran(self, probe: str, step: int, seconds: float) -> None:
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
+
+    def plan(self, quick: bool) -> None:
+        """When the budget next allows any probe (quick only when there are suspects)."""
+        probes = [p for p in self.costs if quick or p != "quick"]
+        self.next_due = min(self.started + (self.costs[p].spent + self.costs[p].expected)
+                            / (self.budget * self.share[p]) for p in probes)
 
     @property
     def spent(self) -> float:

@@ -24,10 +24,10 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torchleak.analysis.online import OnlineDetector
 from torchleak.record.phases import ModeWatcher
 from torchleak.record.probes.census import take_census
-from torchleak.record.probes.cuda import CudaProbe
+from torchleak.record.probes.cuda import CudaProbe, cuda_available
 from torchleak.record.probes.holders import HolderSample, HolderWalker
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
-from torchleak.record.schedule import ANCHOR_STEPS, Scheduler
+from torchleak.record.schedule import ALL_ANCHORS, ANCHOR_STEPS, Scheduler
 from torchleak.record.steps import StepClock
 from torchleak.trace.schema import STATUS_RUNNING
 from torchleak.trace.writer import TraceWriter
@@ -61,6 +61,7 @@ class Recorder:
         self._suspects: list[str] = []
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._last_sizes: dict[str, float] = {}
+        self._cuda_on = cuda_available()  # fixed for the life of the process
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 µs; updated per census
         self.listeners: list[Callable[[str, tuple[Any, ...]], None]] = []
         self.online = OnlineDetector(trace_path, self.writer.set_meta, self.event)
@@ -94,7 +95,7 @@ class Recorder:
         self._modes.uninstall()
         self._sampler.stop()
         if self.step > 0 and self.scheduler.due("census", ANCHOR_STEPS[0], None,
-                                                self._census_estimate()):
+                                                self._census_estimate):
             self._safely("census", lambda: self._run_census(self.step, "anchor"))
             self._safely("holders", lambda: self._run_holders(self.step, None, "end"))
         if self._sampler.error is not None:
@@ -142,8 +143,18 @@ class Recorder:
         self.step += 1
         step = self.step
         rss, uss = self._main.read()
-        if "cuda" not in self._disabled:
+        if self._cuda_on and "cuda" not in self._disabled:
             self._safely("cuda", lambda: self._add_rows("cuda_samples", self._cuda.sample(step)))
+        # One comparison on most steps: the scheduler knows when anything can next run.
+        if self._phase_changed or step in ALL_ANCHORS or start >= self.scheduler.next_due:
+            self._expensive_probes(step, frame, start)
+        end = time.perf_counter()
+        self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
+                                  uss, None, gc.get_count()[0], (end - start) * 1000.0))
+        # The next step's wall time excludes our own time at this boundary.
+        self._last_boundary = end
+
+    def _expensive_probes(self, step: int, frame: FrameType | None, start: float) -> None:
         if "holders" not in self._disabled:
             reason = "phase" if self._phase_changed else self.scheduler.due("holders", step, start)
             if reason:
@@ -153,16 +164,10 @@ class Recorder:
                 self._safely("holders", lambda: self._run_quick(step, frame))
         if "census" not in self._disabled:
             reason = self.scheduler.due("census", step, time.perf_counter(),
-                                        self._census_estimate())
+                                        self._census_estimate)
             if reason:
                 self._safely("census", lambda: self._run_census(step, reason))
-        self._sampler.poke()
-        end = time.perf_counter()
-        row = (step, time.time(), duration_ms, self.epoch, self.phase, rss, uss,
-               None, gc.get_count()[0], (end - start) * 1000.0)
-        self._add_rows("steps", [row])
-        # The next step's wall time excludes our own time at this boundary.
-        self._last_boundary = end
+        self.scheduler.plan(quick=bool(self._suspects))
 
     def _add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:

@@ -15,6 +15,14 @@ _KEYS = (
 )
 
 
+def cuda_available() -> bool:
+    """Whether this process can use CUDA at all (checked once: it does not change)."""
+    try:
+        return torch.cuda.is_available()
+    except Exception:  # noqa: BLE001 - a broken driver is "no CUDA" to us
+        return False
+
+
 def cuda_ready() -> bool:
     return torch.cuda.is_available() and torch.cuda.is_initialized()
 

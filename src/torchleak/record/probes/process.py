@@ -81,7 +81,7 @@ def _psutil_memory(pid: int) -> ProcessMemory | None:
 class ChildSampler:
     """Samples the main process and every child (DataLoader workers) off the training thread.
 
-    The training thread only calls ``poke()`` at a step boundary; this thread then reads
+    The training thread does nothing for it: this thread wakes on its own, reads
     ``smaps_rollup`` of each child (at most every ``min_interval`` s) and of the main
     process (at most every ``main_interval`` s: walking our own page tables contends with
     the training thread's mmap/munmap, so we keep it rare).
@@ -91,7 +91,7 @@ class ChildSampler:
         self,
         emit: Callable[[int, float, int, str, int, int, int], None],
         current_step: Callable[[], int],
-        min_interval: float = 0.02,
+        min_interval: float = 0.05,
         main_interval: float = 1.0,
         children_refresh: float = 1.0,
     ) -> None:
@@ -100,7 +100,6 @@ class ChildSampler:
         self._min_interval = min_interval
         self._main_interval = main_interval
         self._children_refresh = children_refresh
-        self._wake = threading.Event()
         self._stop = threading.Event()
         self._me = psutil.Process()
         self._children: list[int] = []
@@ -115,22 +114,14 @@ class ChildSampler:
         os.register_at_fork(after_in_parent=lambda: setattr(self, "_children_at", 0.0))
         self._thread.start()
 
-    def poke(self) -> None:
-        self._wake.set()
-
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
 
     def _loop(self) -> None:
         try:
             while not self._stop.is_set():
-                self._wake.wait(timeout=1.0)
-                self._wake.clear()
-                if self._stop.is_set():
-                    return
                 began = time.thread_time()
                 self.sample_once()
                 # Stay under ~10% of one core: big workers make smaps_rollup slow. CPU
