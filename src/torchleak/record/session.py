@@ -18,7 +18,6 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchleak.analysis.online import OnlineDetector
