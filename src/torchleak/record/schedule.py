@@ -6,8 +6,8 @@ the wall time since monitoring started. The holder walk is cheap (~1-5 ms) and i
 names leaks, so it gets most of the budget; re-measuring the suspects it found (holders
 that grew between walks, ~10-50 µs each) gets a quarter, so suspects are sampled densely;
 the full census (~50-250 ms) gets the rest.
-Anchors run regardless of the budget: an early step (after the optimizer's lazy state
-exists), after warm-up, and the end of the run.
+Anchors run regardless of the budget (within a cap): an early step (after the
+optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
 """
 
 from __future__ import annotations
@@ -16,7 +16,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-ANCHOR_STEPS = (3, 50)
+# Census anchors: early (optimizer state exists), after warm-up, then every doubling, so
+# the last census is never older than half the run (the true last step is unknown until
+# the script returns, and by then its locals are gone).
+ANCHOR_STEPS = frozenset({3, 50} | {50 * 2**k for k in range(1, 24)})
 # The holder walk also runs at geometrically spaced steps (x1.5): a handful of cheap
 # walks (log of the run length) that give even very fast loops enough early samples to
 # detect growth within tens of steps.
@@ -32,7 +35,7 @@ def _geometric(first: int = 3, limit: int = 10**9) -> frozenset[int]:
 
 
 HOLDER_ANCHORS = _geometric()
-ALL_ANCHORS = HOLDER_ANCHORS | frozenset(ANCHOR_STEPS)
+ALL_ANCHORS = HOLDER_ANCHORS | ANCHOR_STEPS
 SAMPLES_PER_SERIES = 400
 ANCHOR_CAP_SECONDS = 0.3
 ANCHOR_CAP_FRACTION = 0.03

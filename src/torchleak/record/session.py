@@ -26,7 +26,7 @@ from torchleak.record.probes.census import take_census
 from torchleak.record.probes.cuda import CudaProbe, cuda_available
 from torchleak.record.probes.holders import HolderSample, HolderWalker
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
-from torchleak.record.schedule import ALL_ANCHORS, ANCHOR_STEPS, Scheduler
+from torchleak.record.schedule import ALL_ANCHORS, Scheduler
 from torchleak.record.steps import StepClock
 from torchleak.trace.schema import STATUS_RUNNING
 from torchleak.trace.writer import TraceWriter
@@ -93,9 +93,8 @@ class Recorder:
             self._hook = None
         self._modes.uninstall()
         self._sampler.stop()
-        if self.step > 0 and self.scheduler.due("census", ANCHOR_STEPS[0], None,
-                                                self._census_estimate):
-            self._safely("census", lambda: self._run_census(self.step, "anchor"))
+        if self.step > 0:
+            # Module globals and registries outlive the script; its locals do not.
             self._safely("holders", lambda: self._run_holders(self.step, None, "end"))
         if self._sampler.error is not None:
             self.event("probe_disabled", "process_sampler", repr(self._sampler.error))
