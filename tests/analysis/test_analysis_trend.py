@@ -103,11 +103,6 @@ RAMP_THEN_DIPS = [(28, 235.9), (39, 241.8), (54, 242.9), (71, 242.8), (77, 244.1
                   (214, 252.8), (226, 258.5), (237, 258.5), (249, 258.5)]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a downward excursion in the tail is read as growth: _plateaued() compares the tail's "
-    "range (max - min, 13 MiB here) with half the growth the overall slope predicts "
-    "(2.5 MiB) and the tail's Theil-Sen slope rises out of the dip, so memory that has "
-    "been flat at 258.4 MiB since step 97 of 260 is 'growing' (+64 KB/step)"))
 def test_flat_memory_with_a_transient_dip_in_the_tail_is_not_growing() -> None:
     x = [s for s, _ in RAMP_THEN_DIPS]
     y = [v * MIB for _, v in RAMP_THEN_DIPS]
@@ -137,11 +132,7 @@ def test_a_list_cleared_once_is_healthy() -> None:
     assert judge_counts([float(s if s < 200 else s - 200) for s in X]).verdict == "healthy"
 
 
-@pytest.mark.parametrize("warmup", [50.0, pytest.param(40.0, marks=pytest.mark.xfail(
-    strict=True, reason=(
-        "_judge_counts measures growth as last floor - first floor; when the warm-up cut "
-        "falls mid-epoch the first 'segment' is a partial one whose first sample (18 at "
-        "step 41) is no floor, so floors 4, 6, ..., 20 read as 'grew by 2 only'")))])
+@pytest.mark.parametrize("warmup", [50.0, 40.0])
 def test_floors_that_rise_between_clears_are_growing(warmup: float) -> None:
     # emptied every 25 steps, but 2 items per epoch survive each clear: floors 4 -> 20
     y = [float(s % 25 + 2 * (s // 25)) for s in X]

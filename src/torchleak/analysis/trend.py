@@ -9,9 +9,11 @@ Method (all thresholds named below):
    (one-sided p < 0.01).
 4. The Theil-Sen slope times the span must exceed ``min_growth`` and 3 MADs of the
    troughs' residuals (noise, variable batch sizes).
-5. Plateau test on the tail (the last ``TAIL_FRACTION`` of troughs): if its own slope is
-   below ``PLATEAU_RATIO`` of the overall slope, growth has stopped: a cache filled to its
-   bound, an allocator plateau (H1), warm-up that ended late.
+5. Plateau test on the tail (the last ``TAIL_FRACTION`` of troughs): if it makes no new
+   high above the troughs before it (by ``PLATEAU_RATIO`` of what the slope predicts), or
+   its own slope is below ``PLATEAU_RATIO`` of the overall slope with a small range,
+   growth has stopped: a cache filled to its bound, an allocator plateau (H1), warm-up that
+   ended late, a transient dip and its recovery.
 """
 
 from __future__ import annotations
@@ -59,8 +61,11 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
     z = mann_kendall_z(ty)
     slope = theil_sen(tx, ty)
     trend = Trend("healthy", slope, z, ty[0], ty[-1], tx[0], tx[-1])
-    if z < Z_GROWING or slope <= 0:
+    if z < Z_GROWING:
         trend.reason = f"no monotone trend (MK z={z:.2f})"
+        return trend
+    if slope <= 0:
+        trend.reason = f"troughs do not rise (Theil-Sen slope {slope:.3g})"
         return trend
     growth = slope * (tx[-1] - tx[0])
     noise = 3 * mad([b - slope * a for a, b in zip(tx, ty)])
@@ -83,7 +88,9 @@ def _judge_counts(x: list[float], y: list[float], min_growth: float) -> Trend:
     if len(segments) == 2:
         return Trend("healthy", reason="emptied during the run")
     if len(segments) >= 3:
-        floors = [min(seg, key=lambda p: p[1]) for seg in segments]
+        # The first segment may start mid-epoch (warm-up cut): its first value is no floor.
+        usable = segments[1:] if len(segments) >= 4 else segments
+        floors = [min(seg, key=lambda p: p[1]) for seg in usable]
         x, y = [p[0] for p in floors], [p[1] for p in floors]
     trend = Trend("healthy", theil_sen(x, y), 0.0, y[0], y[-1], x[0], x[-1])
     rises = [i for i in range(1, len(y)) if y[i] > y[i - 1]]
@@ -122,9 +129,14 @@ def _segments(x: list[float], y: list[float]) -> list[list[tuple[float, float]]]
 
 
 def _plateaued(tx: list[float], ty: list[float], slope: float) -> bool:
+    """Growth has stopped when the tail makes no new high above what came before it (a
+    dip and its recovery are not growth), or when its own slope and range are small."""
     k = max(3, int(len(tx) * TAIL_FRACTION))
     if len(tx) - k < 2:
         return False
     tail_x, tail_y = tx[-k:], ty[-k:]
-    return theil_sen(tail_x, tail_y) < PLATEAU_RATIO * slope and max(tail_y) - min(tail_y) < (
-        slope * (tail_x[-1] - tail_x[0]) * 0.5)
+    expected_rise = slope * (tail_x[-1] - tail_x[0])
+    if max(tail_y) - max(ty[:-k]) < PLATEAU_RATIO * expected_rise:
+        return True
+    return theil_sen(tail_x, tail_y) < PLATEAU_RATIO * slope and (
+        max(tail_y) - min(tail_y) < 0.5 * expected_rise)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import psutil
 
+EARLY_SECONDS = 15.0
+EARLY_CPU_SHARE = 0.25
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -108,6 +110,7 @@ class ChildSampler:
         self._thread = threading.Thread(target=self._loop, name="torchleak-sampler", daemon=True)
         self.error: BaseException | None = None
         self.cpu_share = 0.10
+        self._started = time.monotonic()
 
     def start(self) -> None:
         # A fork (DataLoader starting its workers) makes the cached list stale: relist at once.
@@ -127,7 +130,10 @@ class ChildSampler:
                 # Stay under ~10% of one core: big workers make smaps_rollup slow. CPU
                 # time, not wall time: waiting for the GIL costs the training nothing.
                 cost = time.thread_time() - began
-                self._stop.wait(max(self._min_interval, cost / self.cpu_share))
+                # Denser at first (detection needs points early), then lighter.
+                early = time.monotonic() - self._started < EARLY_SECONDS
+                share = EARLY_CPU_SHARE if early else self.cpu_share
+                self._stop.wait(max(self._min_interval, cost / share))
         except BaseException as err:  # a probe never raises into training: record and stop
             self.error = err
 
