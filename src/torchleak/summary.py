@@ -35,11 +35,17 @@ def _finding_lines(f: Finding) -> list[str]:
 def format_summary(report: Report, trace: Path) -> str:
     head = {"leak": "LEAK", "no_leak": "no leak", "inconclusive": "inconclusive"}[report.verdict]
     lines = [f"torchleak: {head} after {report.steps} steps - {report.reason}"]
-    shown = [f for f in report.findings if f.severity != "low"] or report.findings
+    shown = [f for f in report.findings if f.severity != "low"]
     for finding in shown[:_MAX_FINDINGS]:
         lines.extend(_finding_lines(finding))
     if len(shown) > _MAX_FINDINGS:
         lines.append(f"  ... {len(shown) - _MAX_FINDINGS} more")
+    minor = len(report.findings) - len(shown)
+    if minor:
+        # Small growth (a list of floats per epoch) is noted, not shouted about.
+        names = ", ".join(f.holder_path or f.signal for f in report.findings
+                          if f.severity == "low")[:120]
+        lines.append(f"  {minor} small growing holder(s), low severity: {names}")
     lines.append(f"torchleak: trace {trace}  (torchleak report {trace.parent})")
     return "\n".join(lines)
 
