@@ -65,7 +65,8 @@ def _nodes_in_order(tree: ast.Module) -> Iterator[ast.AST]:
 
 
 def find_source(script: str | None, kind: str, name: str) -> str | None:
-    """``file:line: code`` of the first statement that grows ``name``, or None."""
+    """``file:line: code`` of the first statement that grows ``name``, or None; with the
+    static checker's rule code when ``torchleak check`` flags the same line."""
     if not script:
         return None
     tree, lines = _parse(script)
@@ -74,5 +75,20 @@ def find_source(script: str | None, kind: str, name: str) -> str | None:
     for node in _nodes_in_order(tree):
         if _matches(node, kind, name):
             line = node.lineno
-            return f"{script}:{line}: {lines[line - 1].strip()}"
+            code = _checker_codes(script).get(line)
+            tag = f"  [torchleak check: {code}]" if code else ""
+            return f"{script}:{line}: {lines[line - 1].strip()}{tag}"
     return None
+
+
+@lru_cache(maxsize=16)
+def _checker_codes(script: str) -> dict[int, str]:
+    """line -> rule code from the static checker (an optional cross-check)."""
+    try:
+        from torchleak.check import check_source
+
+        text = Path(script).read_text(errors="replace")
+        return {d.line: d.code for d in check_source(text, script) if d.code.startswith("TL")
+                and not d.code.startswith("TL0")}
+    except Exception:  # noqa: BLE001 - the cross-check must never break a report
+        return {}
