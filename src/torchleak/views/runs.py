@@ -24,10 +24,12 @@ def runs_dir(override: str | Path | None = None) -> Path:
 
 
 def find_traces(folder: Path) -> list[Path]:
-    """Every ``<run>/trace.sqlite`` under ``folder`` (one level, as `torchleak run` writes)."""
+    """Every ``<run>/trace.sqlite`` under ``folder`` (one level, as `torchleak run` writes),
+    and ``<run>/rank<N>/trace.sqlite`` for runs under torchrun."""
     if not folder.is_dir():
         return []
-    return sorted(p for p in folder.glob(f"*/{TRACE_FILENAME}") if p.is_file())
+    found = list(folder.glob(f"*/{TRACE_FILENAME}")) + list(folder.glob(f"*/rank*/{TRACE_FILENAME}"))
+    return sorted(p for p in found if p.is_file())
 
 
 @dataclass
