@@ -1,0 +1,123 @@
+"""Never harmful: training gives bit-identical results with and without torchleak, and a
+probe that fails is switched off and recorded while training carries on."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from recordkit import Recorded, RunPool, prefetch, record, run_python, weight, write_script
+
+pytestmark = pytest.mark.slow
+
+TRAIN = """
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    torch.manual_seed(1234)
+    torch.set_num_threads(1)
+    data = TensorDataset(torch.randn(512, 20), torch.randint(0, 3, (512,)))
+    loader = DataLoader(data, batch_size=32, shuffle=True)  # draws from torch's RNG
+    model = torch.nn.Sequential(torch.nn.Linear(20, 64), torch.nn.ReLU(), torch.nn.Dropout(0.2),
+                                torch.nn.Linear(64, 3))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=16, gamma=0.5)
+    history = []
+    for epoch in range(4):
+        model.train()
+        for x, y in loader:
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            scheduler.step()
+            history.append(loss.item())
+        model.eval()
+        with torch.no_grad():
+            accuracy = (model(data.tensors[0]).argmax(1) == data.tensors[1]).float().mean()
+    total = sum(p.double().sum().item() for p in model.parameters())
+    print("final loss", repr(history[-1]))
+    print("loss sum", repr(sum(history)))
+    print("param sum", repr(total))
+    print("accuracy", repr(accuracy.item()))
+    print("rng", repr(torch.rand(1).item()))
+"""
+
+# A user object that breaks isinstance(): its __class__ raises. The holder walk meets it as
+# a local of the training function, outside its per-object error handling.
+HOSTILE = """
+    import torch
+
+
+    class Hostile:
+        def __getattribute__(self, name):
+            if name == "__class__":
+                raise RuntimeError("no introspection, please")
+            return object.__getattribute__(self, name)
+
+
+    def train():
+        torch.manual_seed(7)
+        torch.set_num_threads(1)
+        hostile = Hostile()
+        model = torch.nn.Linear(8, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+        for step in range(60):
+            loss = model(torch.randn(16, 8)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        print("final loss", repr(loss.item()))
+        print("param sum", repr(sum(p.sum().item() for p in model.parameters())))
+
+
+    train()
+"""
+
+
+@prefetch
+@weight(2)
+def plain_and_recorded(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "train.py", TRAIN)
+    return run_python([script.name], cwd=folder), record(folder, script)
+
+
+@prefetch
+@weight(2)
+def hostile_plain_and_recorded(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "hostile.py", HOSTILE)
+    return run_python([script.name], cwd=folder), record(folder, script, options=("--quiet",))
+
+
+def _both(runs: RunPool, job: Any) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    plain, recorded = runs.get(job)
+    assert plain.returncode == 0, plain.stderr
+    assert recorded.proc.returncode == 0, recorded.proc.stderr
+    return plain, recorded
+
+
+def test_training_results_are_bit_identical(runs: RunPool) -> None:
+    plain, recorded = _both(runs, plain_and_recorded)
+    assert recorded.proc.stdout == plain.stdout
+    assert "param sum" in plain.stdout
+    assert recorded.scalar("SELECT COUNT(*) FROM steps") == 4 * 16
+    # The run was really observed, expensive probes included.
+    assert recorded.scalar("SELECT COUNT(*) FROM census") >= 1
+    assert recorded.scalar("SELECT COUNT(DISTINCT step) FROM holders") >= 1
+    assert recorded.scalar("SELECT COUNT(*) FROM events WHERE kind = 'probe_disabled'") == 0
+
+
+def test_a_failing_probe_is_switched_off_and_recorded(runs: RunPool) -> None:
+    plain, recorded = _both(runs, hostile_plain_and_recorded)
+    assert recorded.proc.stdout == plain.stdout  # the training itself never noticed
+    assert recorded.proc.stderr == ""
+    events = recorded.rows("SELECT step, source, message FROM events "
+                           "WHERE kind = 'probe_disabled'")
+    assert [(source, message) for _, source, message in events] == [
+        ("holders", "RuntimeError: no introspection, please")]
+    assert recorded.meta("probes_disabled") == ["holders"]
+    # Everything else kept recording: every step, and the census (anchored at step 3).
+    assert recorded.scalar("SELECT COUNT(*) FROM steps") == 60
+    assert recorded.scalar("SELECT COUNT(*) FROM census") >= 1
