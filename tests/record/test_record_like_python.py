@@ -130,8 +130,6 @@ def test_name_path_cwd_stdin_and_exit_code(introspected: tuple) -> None:
     assert eval(lines["argv"])[1:] == INTRO_ARGS[1:]
 
 
-@pytest.mark.xfail(strict=True, reason="recorder bug: runpy.run_path sets sys.argv[0] to the "
-                   "absolute script path; python keeps it as typed")
 def test_argv0_is_the_script_as_typed(introspected: tuple) -> None:
     plain, ours, _, _ = introspected
     assert _lines(ours.stdout)["argv"] == _lines(plain.stdout)["argv"] == repr(INTRO_ARGS)
@@ -180,8 +178,6 @@ def test_dash_m_module_in_a_package_on_pythonpath(runs: RunPool) -> None:
     assert (ours.returncode, ours.stdout, ours.stderr) == (0, plain.stdout, plain.stderr)
 
 
-@pytest.mark.xfail(strict=True, reason="CLI bug: `run -m MOD --flag` is parsed as torchleak's "
-                   "own option (argparse), exit 2; python -m MOD --flag passes it on")
 def test_dash_m_passes_options_to_the_module(workdir: Path) -> None:
     # Fails in argument parsing, before torch is imported: cheap, so not prefetched.
     pkg = _module_package(workdir)

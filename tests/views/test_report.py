@@ -106,6 +106,10 @@ def test_fresh_analysis_is_used_when_available(tmp_path: Path, monkeypatch: pyte
     fake.analyze = lambda trace: Report(verdict="inconclusive", steps=60, reason="too short")  # type: ignore[attr-defined]
     fake.analyze_connection = lambda conn: fake.analyze(None)  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torchleak.analysis", fake)
+    # `import torchleak.analysis as a` reads the package attribute first once imported.
+    import torchleak
+
+    monkeypatch.setattr(torchleak, "analysis", fake, raising=False)
     view = build_view(path)
     assert view.verdict == "inconclusive" and view.report_source == "analysed now"
 
@@ -119,6 +123,10 @@ def _no_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
     fake.analyze = analyze  # type: ignore[attr-defined]
     fake.analyze_connection = analyze  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "torchleak.analysis", fake)
+    # `import torchleak.analysis as a` reads the package attribute first once imported.
+    import torchleak
+
+    monkeypatch.setattr(torchleak, "analysis", fake, raising=False)
 
 
 def test_unanalysed_run_is_analysed_without_touching_the_folder(clean_run: Path) -> None:

@@ -24,7 +24,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on-leak", action="store_true",
                         help=f"exit {EXIT_LEAK} when a leak is found and the script succeeded")
     parser.add_argument("--quiet", "-q", action="store_true", help="print nothing of our own")
-    parser.add_argument("-m", dest="module", metavar="MODULE", help="run a module like python -m")
+    parser.add_argument("-m", dest="module", metavar="MODULE", nargs=argparse.REMAINDER,
+                        help="run a module like python -m; everything after it is its own")
     parser.add_argument("target", nargs=argparse.REMAINDER, help="script.py and its arguments")
 
 
@@ -48,7 +49,7 @@ def _target(args: argparse.Namespace) -> Target:
     if rest and rest[0] == "--":
         rest = rest[1:]
     if args.module:
-        return Target(None, args.module, rest)
+        return Target(None, args.module[0], args.module[1:] + rest)
     if not rest:
         raise UsageError("nothing to run: torchleak run [options] script.py [args ...] "
                          "(or -m module)")

@@ -7,11 +7,14 @@ cut off, so the user sees the traceback Python would print.
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
 import importlib.util
 import os
 import runpy
 import sys
 import traceback
+import types
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -59,10 +62,13 @@ def validate(target: Target) -> None:
         except (OSError, ValueError) as err:
             raise BadInput(f"cannot read {path}: {err}") from None
     elif target.module is not None:
+        sys.path.insert(0, os.getcwd())  # as `python -m` will have it
         try:
             spec = importlib.util.find_spec(target.module)
         except (ImportError, ValueError):
             spec = None
+        finally:
+            sys.path.pop(0)
         if spec is None:
             raise InputNotFound(f"no module named {target.module!r} (is its package installed "
                                 "or the current folder on sys.path?)")
@@ -77,7 +83,10 @@ def run_target(target: Target) -> tuple[int, bool]:
             sys.argv = [str(target.script), *target.args]
             base = script if os.path.isdir(script) else os.path.dirname(script)
             _set_path0(base)
-            runpy.run_path(script, run_name="__main__")
+            if os.path.isfile(script):
+                _run_file(script)
+            else:  # a folder with __main__.py, or a zip: runpy knows those
+                runpy.run_path(script, run_name="__main__")
         else:
             sys.argv = [target.module or "", *target.args]
             _set_path0(os.getcwd())
@@ -95,6 +104,23 @@ def run_target(target: Target) -> tuple[int, bool]:
         sys.argv = saved_argv
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
+
+
+def _run_file(script: str) -> None:
+    """Exec a script as ``python script.py`` does: a fresh ``__main__`` whose ``__file__`` is
+    absolute while ``sys.argv[0]`` stays as typed (runpy.run_path would overwrite it)."""
+    with open(script, "rb") as handle:
+        code = compile(handle.read(), script, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", script))
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def _set_path0(folder: str) -> None:
