@@ -37,6 +37,7 @@ def _geometric(first: int = 3, limit: int = 10**9) -> frozenset[int]:
 HOLDER_ANCHORS = _geometric()
 ALL_ANCHORS = HOLDER_ANCHORS | ANCHOR_STEPS
 SAMPLES_PER_SERIES = 400
+EARLY_ANCHOR_LIMIT = 50  # anchors up to here always run (within the cap below)
 ANCHOR_CAP_SECONDS = 0.3
 ANCHOR_CAP_FRACTION = 0.03
 
@@ -78,11 +79,15 @@ class Scheduler:
         allowance = self.budget * self.share[probe] * (now - self.started)
         if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
             cost.expected = estimate()
-        if anchor:
-            # Anchors ignore the budget, within reason: a heap of millions of objects
+        if anchor and step <= EARLY_ANCHOR_LIMIT:
+            # Early anchors ignore the budget, within reason: a heap of millions of objects
             # (a Dataset of Python tuples) would make one census cost seconds.
             cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
             return "anchor" if cost.expected <= cap else None
+        if anchor:
+            # Later anchors go before scheduled runs but stay within the whole budget.
+            fits = self.spent + cost.expected <= self.budget * (now - self.started)
+            return "anchor" if fits else None
         # Long runs: spread samples out so a series keeps a few hundred points, not 10^5.
         gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
         if step - self.last_step.get(probe, -10**9) < gap:

@@ -61,6 +61,7 @@ class Recorder:
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._last_sizes: dict[str, float] = {}
         self._cuda_on = cuda_available()  # fixed for the life of the process
+        self._census_measured = False
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 µs; updated per census
         self.listeners: list[Callable[[str, tuple[Any, ...]], None]] = []
         self.online = OnlineDetector(trace_path, self.writer.set_meta, self.event)
@@ -214,7 +215,11 @@ class Recorder:
         blocks = sys.getallocatedblocks()
         result = take_census()
         seconds = time.perf_counter() - start
-        self._census_seconds_per_block = seconds / max(1, blocks)
+        # The best rate seen: a census slowed by a busy machine must not cancel the next.
+        rate = seconds / max(1, blocks)
+        self._census_seconds_per_block = min(rate, self._census_seconds_per_block) if (
+            self._census_measured) else rate
+        self._census_measured = True
         self._add_rows("census", [(step, time.time(), seconds * 1000.0, reason, result.tensors,
                                    result.tensor_bytes, result.grad_fn_tensors,
                                    result.graph_nodes, result.graph_bytes, result.gc_objects)])
