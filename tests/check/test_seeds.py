@@ -15,7 +15,9 @@ import pytest
 from torchleak.check import check_source
 
 HERE = Path(__file__).parent / "seeds"
-SHARED = Path("/work/shared/seeds")
+# ../shared beside the checkout (as in CI), else this workplace's copy.
+SHARED = next((p for p in (Path(__file__).resolve().parents[3] / "shared" / "seeds",
+                           Path("/work/shared/seeds")) if p.is_dir()), Path("/work/shared/seeds"))
 LEAKY = sorted(HERE.glob("leaky_*.py"))
 FIXED = sorted(HERE.glob("fixed_*.py"))
 
