@@ -19,7 +19,7 @@ Method (all thresholds named below):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from torchleak.analysis.stats import mad, mann_kendall_z, theil_sen, troughs
 
@@ -29,6 +29,7 @@ PLATEAU_RATIO = 0.25
 MIN_POINTS = 5
 MIN_SPAN_STEPS = 10
 MIN_RISES = 3
+STEP_SHARE = 0.7  # one jump making this much of the growth is a step change
 
 
 @dataclass
@@ -75,8 +76,27 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
     if _plateaued(tx, ty, slope):
         trend.verdict, trend.reason = "plateau", "growth stopped in the tail"
         return trend
+    if _one_step(ty):
+        trend.verdict, trend.reason = "plateau", "one step up, flat before and after"
+        return trend
     trend.verdict, trend.reason = "growing", f"MK z={z:.2f}, {slope:.3g}/step"
     return trend
+
+
+def _one_step(ty: list[float]) -> bool:
+    """A single jump between two flat levels (a second training stage, a late unfreeze,
+    an index built once) is a new level, not growth: the largest rise between troughs
+    makes most of the growth and the troughs after it stay flat."""
+    rises = [b - a for a, b in zip(ty, ty[1:])]
+    total = ty[-1] - ty[0]
+    if len(ty) < 6 or total <= 0:
+        return False
+    k = max(range(len(rises)), key=rises.__getitem__)
+    after, before = ty[k + 1:], ty[:k + 1]
+    if rises[k] < STEP_SHARE * total or len(after) < 3 or len(before) < 3:
+        return False
+    flat = 0.25 * rises[k]
+    return max(after) - min(after) <= flat and max(before) - min(before) <= flat
 
 
 def _judge_counts(x: list[float], y: list[float], min_growth: float) -> Trend:
@@ -107,7 +127,9 @@ def _judge_counts(x: list[float], y: list[float], min_growth: float) -> Trend:
         trend.reason = f"grew by {growth:.0f} only"
         return trend
     tail_start = x[-1] - TAIL_FRACTION * (x[-1] - x[0])
-    if not any(x[i] >= tail_start for i in rises):
+    before = max((v for a, v in zip(x, y) if a < tail_start), default=y[0])
+    if y[-1] - before < PLATEAU_RATIO * TAIL_FRACTION * growth:
+        # A few stragglers after filling up (a per-example dict reaching the dataset size).
         trend.verdict, trend.reason = "plateau", "stopped growing in the last 40% of the run"
         return trend
     # The average rate over the window: Theil-Sen reads a per-epoch staircase as ~0.
@@ -140,3 +162,19 @@ def _plateaued(tx: list[float], ty: list[float], slope: float) -> bool:
         return True
     return theil_sen(tail_x, tail_y) < PLATEAU_RATIO * slope and (
         max(tail_y) - min(tail_y) < 0.5 * expected_rise)
+
+
+def first_growing_step(x: Sequence[float], y: Sequence[float], *, min_growth: float,
+                       exact: bool, warmup: Callable[[float], float],
+                       windows: int = 20) -> int | None:
+    """The online rule replayed: the first step at which ``judge`` says growing using only
+    the samples up to that step (at most ~120 checkpoints, so long runs stay cheap)."""
+    stride = max(1, len(x) // 120)
+    for end in range(MIN_POINTS, len(x) + stride, stride):
+        end = min(end, len(x))
+        step = x[end - 1]
+        trend = judge(x[:end], y[:end], warmup=warmup(step), min_growth=min_growth,
+                      windows=windows, exact=exact)
+        if trend.growing:
+            return int(step)
+    return None

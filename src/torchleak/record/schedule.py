@@ -3,9 +3,9 @@
 Every probe's cost is measured as it runs. A probe may run at a boundary when the time
 spent on expensive probes so far, plus its expected cost, stays within ``budget`` times
 the wall time since monitoring started. The holder walk is cheap (~1-5 ms) and is what
-names leaks, so it gets most of the budget; re-measuring the suspects it found (holders
-that grew between walks, ~10-50 µs each) gets a quarter, so suspects are sampled densely;
-the full census (~50-250 ms) gets the rest.
+names leaks, and re-measuring the suspects it found (holders that grew between walks,
+~10-50 µs each) samples them densely: 45% of the budget each; the full census
+(~50-250 ms) gets 10% beyond its anchors.
 Anchors run regardless of the budget (within a cap): an early step (after the
 optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
 """
@@ -59,7 +59,7 @@ class ProbeCost:
 class Scheduler:
     budget: float  # fraction of wall time, e.g. 0.01
     share: dict[str, float] = field(default_factory=lambda: {
-        "holders": 0.6, "quick": 0.25, "census": 0.15})
+        "holders": 0.45, "quick": 0.45, "census": 0.10})
     started: float = field(default_factory=time.perf_counter)
     costs: dict[str, ProbeCost] = field(default_factory=lambda: {
         "holders": ProbeCost(0.002), "quick": ProbeCost(0.0002), "census": ProbeCost(0.08)})
@@ -76,7 +76,8 @@ class Scheduler:
         now = time.perf_counter() if now is None else now
         cost = self.costs[probe]
         anchor = step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS)
-        allowance = self.budget * self.share[probe] * (now - self.started)
+        # A probe's share of the budget, its early anchors not charged to it.
+        allowance = self.budget * self.share[probe] * (now - self.started) + self.early_of(probe)
         if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
             cost.expected = estimate()
         if anchor and step <= EARLY_ANCHOR_LIMIT:
@@ -85,8 +86,9 @@ class Scheduler:
             cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
             return "anchor" if cost.expected <= cap else None
         if anchor:
-            # Later anchors go before scheduled runs but stay within the whole budget.
-            fits = self.spent + cost.expected <= self.budget * (now - self.started)
+            # Later anchors go before scheduled runs but stay within the whole budget
+            # (early anchors are the budget's fixed start-up cost and not charged here).
+            fits = self.spent - self.early_spent + cost.expected <= self.budget * (now - self.started)
             return "anchor" if fits else None
         # Long runs: spread samples out so a series keeps a few hundred points, not 10^5.
         gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
@@ -96,14 +98,24 @@ class Scheduler:
 
     next_due: float = 0.0  # perf_counter time before which no probe's budget allows a run
 
+    early_spent: float = 0.0  # time of anchors up to EARLY_ANCHOR_LIMIT
+    early_by_probe: dict[str, float] = field(default_factory=dict)
+
     def ran(self, probe: str, step: int, seconds: float) -> None:
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
+        if step <= EARLY_ANCHOR_LIMIT and (step in ANCHOR_STEPS or step in HOLDER_ANCHORS):
+            self.early_spent += seconds
+            self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
+
+    def early_of(self, probe: str) -> float:
+        return self.early_by_probe.get(probe, 0.0)
 
     def plan(self, quick: bool) -> None:
         """When the budget next allows any probe (quick only when there are suspects)."""
         probes = [p for p in self.costs if quick or p != "quick"]
-        self.next_due = min(self.started + (self.costs[p].spent + self.costs[p].expected)
+        self.next_due = min(self.started + (self.costs[p].spent - self.early_of(p)
+                                            + self.costs[p].expected)
                             / (self.budget * self.share[p]) for p in probes)
 
     @property

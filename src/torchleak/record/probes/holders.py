@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import os
 import sys
 from dataclasses import dataclass, field
-from types import BuiltinFunctionType, FrameType, FunctionType, MethodType, ModuleType
+from types import (BuiltinFunctionType, FrameType, FunctionType, GeneratorType, MethodType,
+                   ModuleType)
 from typing import Any
 
 import torch
@@ -32,8 +34,10 @@ from torchleak.record.probes.sizes import container_footprint, sample_items, ten
 from torchleak.record.probes.usercode import is_user_file, user_frames, user_modules
 
 _CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
-_SKIP = (ModuleType, type, BuiltinFunctionType, MethodType, str, bytes, int, float, bool,
+_SKIP = (ModuleType, type, BuiltinFunctionType, str, bytes, int, float, bool,
          complex, type(None), torch.optim.Optimizer, FrameType)
+# What nn.Module.__init__ itself sets: torch's bookkeeping, walked through its own code.
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys())
 _HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
                 "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks")
 _LRU = type(functools.lru_cache(maxsize=None)(lambda: None))
@@ -121,6 +125,9 @@ class HolderWalker:
                 if var != "self":
                     roots.append((f"{name}().{var}", value, f"local {var} in {name}()",
                                   (("local", name, var),)))
+            for i, gen in enumerate(o for o in gc.get_referents(f) if isinstance(o, GeneratorType)):
+                # `for x in gen():` keeps the generator on the frame's stack, not in a local.
+                roots.append((f"{name}().<iterator{i}>", gen, None, None))
         for display, module in user_modules():
             filename = os.path.basename(getattr(module, "__file__", "") or display)
             for var, value in list(vars(module).items()):
@@ -202,12 +209,52 @@ class _Walk:
             self.module(obj, path, depth)
         elif isinstance(obj, DataLoader):
             self.dataloader(obj, path, depth)
+        elif isinstance(obj, MethodType):
+            # A bound method (an event handler, a callback) keeps its object alive.
+            self.enqueue(obj.__self__, f"{path}.__self__", depth + 1,
+                         type(obj.__self__).__name__, self._route(path, ("attr", "__self__")))
         elif isinstance(obj, FunctionType):
-            return
+            self.closure(obj, path, depth)
+        elif isinstance(obj, GeneratorType):
+            self.generator(obj, path, depth)
+        elif type(obj).__module__ == "numpy" and hasattr(obj, "nbytes"):
+            self.array(obj, path)
         else:
             self.instance(obj, path, depth)
 
+    def closure(self, fn: FunctionType, path: str, depth: int) -> None:
+        """Variables a user's closure captured (a list a nested function appends to)."""
+        cells = fn.__closure__
+        if not cells or not is_user_file(fn.__code__.co_filename):
+            return
+        for var, cell in zip(fn.__code__.co_freevars, cells):
+            try:
+                value = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            self.enqueue(value, f"{path}.<closure>.{var}", depth + 1,
+                         f"closure variable {var} of {fn.__qualname__}()")
+
+    def generator(self, gen: GeneratorType, path: str, depth: int) -> None:
+        """A suspended generator's locals (a streaming shuffle buffer)."""
+        frame = gen.gi_frame
+        if frame is None or not is_user_file(frame.f_code.co_filename):
+            return
+        name = gen.__qualname__
+        for var, value in frame.f_locals.items():
+            self.enqueue(value, f"{path}.<{name}>.{var}", depth + 1,
+                         f"local {var} of generator {name}()")
+
+    def array(self, arr: Any, path: str) -> None:
+        """numpy arrays are measured like tensors (a feature bank grown by concatenate)."""
+        if arr.size < 4096:
+            return
+        self.record(HolderSample(path, "tensor", f"numpy.{type(arr).__name__}", int(arr.size),
+                                 int(arr.nbytes), 1, int(arr.nbytes), 0, None,
+                                 {"shape": list(arr.shape), "dtype": str(arr.dtype)}))
+
     def tensor(self, t: torch.Tensor, path: str) -> None:
+        self.tensor_hooks(t, path)
         if isinstance(t, torch.nn.Parameter):
             return
         has_graph = t.grad_fn is not None
@@ -245,8 +292,6 @@ class _Walk:
         parent = self.labels.get(path)
         if isinstance(obj, dict):
             for key, value in list(obj.items()):
-                if isinstance(value, torch.Tensor):
-                    continue  # a dict of tensors is measured as one container
                 part = f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{key!r:.40}]"
                 self.enqueue(value, path + part, depth + 1,
                              parent + part if parent and not parent.startswith(("local ", "global ")) else None,
@@ -271,14 +316,26 @@ class _Walk:
             sample.detail["label"] = f"{type(mod).__name__}.{table}"
             self.record(sample, self.routes.get(path))
 
+    def tensor_hooks(self, t: torch.Tensor, path: str) -> None:
+        """``tensor.register_hook`` every step: hooks pile up in ``_backward_hooks``."""
+        hooks = getattr(t, "_backward_hooks", None)
+        if hooks:
+            sample = _hooks_sample(f"{path}._backward_hooks", list(hooks.values()),
+                                   type(t).__name__)
+            sample.detail["label"] = f"{path.rsplit('.', 1)[-1]}._backward_hooks (tensor hooks)"
+            self.record(sample, self.routes.get(path))
+
     def _module_children(self, mod: torch.nn.Module, path: str, depth: int) -> None:
         for name, child in mod._modules.items():
             if child is not None:
                 self.enqueue(child, f"{path}.{name}", depth + 1, None,
                              self._route(path, ("child", name)))
+        for name, param in mod._parameters.items():
+            if param is not None and getattr(param, "_backward_hooks", None):
+                self.tensor_hooks(param, f"{path}.{name}")
         owner = type(mod).__name__
         for name, value in vars(mod).items():
-            if not name.startswith("_") and name != "training":
+            if name not in _MODULE_INTERNALS and not name.startswith("__"):
                 self.enqueue(value, f"{path}.{name}", depth + 1, f"{owner}.{name}",
                              self._route(path, ("attr", name)))
         self.user_class(type(mod), type(mod).__name__, depth + 1)
