@@ -257,7 +257,9 @@ def test_the_cleared_list_was_seen_rising_and_emptied(healthy_run: Recorded) -> 
 def test_the_cache_filled_then_stayed(healthy_run: Recorded) -> None:
     lengths = _lengths(healthy_run, "dataset.cache")
     assert lengths[-1][1] == 640
-    assert any(step > 60 and n < 640 for step, n in lengths), lengths  # filled past warm-up
+    # Still filling after the warm-up the analysis skips (10% of 320 steps): the plateau
+    # test, not the warm-up cut, is what keeps this healthy.
+    assert any(step > 32 and n < 640 for step, n in lengths), lengths
 
 
 @pytest.mark.parametrize("healthy_run", ["bounded_deque"], indirect=True)

@@ -54,12 +54,30 @@ def signal_findings(data: RunData, memory: dict[str, tuple[Series, Trend]],
             if not named:
                 found.append(_census_finding(data, name, trend))
         elif not any(f.severity in ("high", "medium") for f in named):
-            found.append(_plain_finding(data, name, trend, "memory", _plain_severity(trend)))
+            found.append(_plain_finding(data, name, trend, "memory",
+                                        _plain_severity(trend, series)))
     return found
 
 
-def _plain_severity(trend: Trend) -> str:
-    return "medium" if trend.slope >= HIGH_BYTES_PER_STEP else "low"
+def _plain_severity(trend: Trend, series: Series) -> str:
+    """Growth no holder explains is a leak only when it is steady: a rise that slows
+    down (allocator arenas, worker buffers filling) is noted as low."""
+    if trend.slope < HIGH_BYTES_PER_STEP:
+        return "low"
+    return "low" if _decelerating(series, trend) else "medium"
+
+
+def _decelerating(series: Series, trend: Trend) -> bool:
+    """The second half of the window grew less than half as fast as the first."""
+    pts = [(x, y) for x, y in zip(series.x, series.y) if trend.first_step <= x <= trend.last_step]
+    if len(pts) < 8:
+        return False
+    mid = (trend.first_step + trend.last_step) / 2
+    first = [y for x, y in pts if x <= mid]
+    second = [y for x, y in pts if x > mid]
+    rise_first = min(second[: max(1, len(second) // 4)]) - min(first)
+    rise_second = min(second[-max(1, len(second) // 4):]) - min(second)
+    return rise_first > 0 and rise_second < 0.5 * rise_first
 
 
 def _worker_finding(data: RunData, trend: Trend) -> Finding:

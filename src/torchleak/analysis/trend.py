@@ -29,7 +29,7 @@ PLATEAU_RATIO = 0.25
 MIN_POINTS = 5
 MIN_SPAN_STEPS = 10
 MIN_RISES = 3
-STEP_SHARE = 0.7  # one jump making this much of the growth is a step change
+STEP_SPREAD = 0.35  # two flat levels: spread on each side at most this much of the gap
 
 
 @dataclass
@@ -85,18 +85,19 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
 
 def _one_step(ty: list[float]) -> bool:
     """A single jump between two flat levels (a second training stage, a late unfreeze,
-    an index built once) is a new level, not growth: the largest rise between troughs
-    makes most of the growth and the troughs after it stay flat."""
-    rises = [b - a for a, b in zip(ty, ty[1:])]
-    total = ty[-1] - ty[0]
-    if len(ty) < 6 or total <= 0:
-        return False
-    k = max(range(len(rises)), key=rises.__getitem__)
-    after, before = ty[k + 1:], ty[:k + 1]
-    if rises[k] < STEP_SHARE * total or len(after) < 3 or len(before) < 3:
-        return False
-    flat = 0.25 * rises[k]
-    return max(after) - min(after) <= flat and max(before) - min(before) <= flat
+    an index built once) is a new level, not growth: some split leaves every trough after
+    it above every trough before it, by a gap that dwarfs the spread on either side (one
+    trough may sit on the transition)."""
+    n = len(ty)
+    for k in range(3, n - 3):
+        before, after = ty[:k], ty[k + 1:]
+        gap = min(after) - max(before)
+        if gap <= 0:
+            continue
+        spread = max(max(before) - min(before), max(after) - min(after))
+        if spread <= STEP_SPREAD * gap:
+            return True
+    return False
 
 
 def _judge_counts(x: list[float], y: list[float], min_growth: float) -> Trend:

@@ -443,7 +443,9 @@ def resolve(route: Route, frames: list[FrameType]) -> Any:
         module, var = where
         obj = vars(sys.modules[module])[var]
     for step, key in route[1:]:
-        if step == "attr":
+        if step == "attr" and key == "__self__":
+            obj = obj.__self__  # a bound method's object
+        elif step == "attr":
             obj = vars(obj)[key]
         elif step == "child":
             obj = obj._modules[key]
