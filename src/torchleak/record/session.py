@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+import psutil
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchleak.analysis.online import OnlineDetector
@@ -82,7 +83,7 @@ class Recorder:
         os.register_at_fork(after_in_child=self._forked)
         _active = self
         self._last_boundary = time.perf_counter()
-        self.scheduler.started = self._last_boundary
+        self.scheduler.started = _process_start(self._last_boundary)
 
     def stop(self, status: str, exit_code: int | None) -> None:
         """Unhook, take the end-of-run census, and write the final metadata."""
@@ -259,6 +260,16 @@ class Recorder:
     def _emit_process(self, step: int, t: float, pid: int, role: str, rss: int, uss: int,
                       pss: int) -> None:
         self._add_rows("process_samples", [(step, t, pid, role, rss, uss, pss)])
+
+
+def _process_start(now_perf: float) -> float:
+    """When this process started, on the perf_counter clock: the budget is a share of the
+    run's whole wall time, start-up (importing torch) included."""
+    try:
+        age = max(0.0, time.time() - psutil.Process().create_time())
+    except (psutil.Error, OSError):
+        age = 0.0
+    return now_perf - age
 
 
 def _holder_row(step: int, s: HolderSample) -> tuple[Any, ...]:

@@ -11,6 +11,7 @@ import torch
 from torchleak.record.probes.graph import walk_graph
 
 _SAMPLE = 8
+_GRAPH_SAMPLES = 2
 _GRAPH_NODES_PER_ITEM = 256  # per sampled item: enough for one step's graph
 _NODE_BYTES = 200  # an autograd node with its edges, measured order of magnitude
 _SCALARS = (int, float, bool, complex, str, bytes, type(None))
@@ -30,13 +31,14 @@ class Footprint:
         self.grad_fn_tensors += other.grad_fn_tensors * weight
 
 
-def tensor_footprint(t: torch.Tensor) -> Footprint:
+def tensor_footprint(t: torch.Tensor, graphs: bool = True) -> Footprint:
     try:
         nbytes = t.untyped_storage().nbytes()
     except Exception:  # noqa: BLE001 - sparse, meta, fake and nested tensors
         nbytes = t.numel() * t.element_size() if t.layout == torch.strided else 0
-    if t.grad_fn is None:
-        return Footprint(float(nbytes + sys.getsizeof(t)), 1.0, float(nbytes), 0.0)
+    if t.grad_fn is None or not graphs:
+        has_graph = 0.0 if t.grad_fn is None else 1.0
+        return Footprint(float(nbytes + sys.getsizeof(t)), 1.0, float(nbytes), has_graph)
     # Retained size includes what the graph keeps: saved activations (never freed when no
     # backward ran) and ~200 B per node.
     graph = walk_graph([t.grad_fn], _GRAPH_NODES_PER_ITEM)
@@ -52,10 +54,10 @@ def _data_ptr(t: torch.Tensor) -> int:
         return -1
 
 
-def element_footprint(obj: Any, depth: int = 2) -> Footprint:
+def element_footprint(obj: Any, depth: int = 2, graphs: bool = True) -> Footprint:
     """Footprint of one element, looking ``depth`` levels into tuples/lists/dicts."""
     if isinstance(obj, torch.Tensor):
-        return tensor_footprint(obj)
+        return tensor_footprint(obj, graphs)
     if isinstance(obj, _SCALARS) or depth <= 0:
         return Footprint(float(sys.getsizeof(obj)))
     if isinstance(obj, dict):
@@ -92,7 +94,20 @@ def container_footprint(obj: Any, depth: int = 2) -> Footprint:
     if not sample:
         return total
     per_item = Footprint()
-    for item in sample:
-        per_item.add(element_footprint(item, depth))
+    extras: list[float] = []  # what walked graphs retain beyond their tensor
+    unwalked = 0
+    for i, item in enumerate(sample):
+        # Walking an item's autograd graph is the dear part: the last two sampled items
+        # (the newest) stand for the others that carry a graph.
+        walk = i >= len(sample) - _GRAPH_SAMPLES
+        fp = element_footprint(item, depth, walk)
+        if isinstance(item, torch.Tensor) and item.grad_fn is not None:
+            if walk:
+                extras.append(fp.bytes - tensor_footprint(item, graphs=False).bytes)
+            else:
+                unwalked += 1
+        per_item.add(fp)
+    if extras and unwalked:
+        per_item.bytes += unwalked * sum(extras) / len(extras)
     total.add(per_item, size / len(sample))
     return total
