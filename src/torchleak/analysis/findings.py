@@ -20,6 +20,9 @@ _SIGNAL_TITLES = {"tensors": "live tensors", "graph_nodes": "autograd nodes",
                   "cuda_reserved_unused": "CUDA reserved but unallocated"}
 
 
+UNNAMED_MIN_FRACTION = 0.10
+UNNAMED_MIN_BYTES = 64 * MIB
+
 # Census series are sparse (anchors + budget), judged only when a long run gave enough.
 MIN_CENSUS_GROWTH = {"tensors": 16.0, "graph_nodes": 256.0}
 
@@ -60,11 +63,15 @@ def signal_findings(data: RunData, memory: dict[str, tuple[Series, Trend]],
 
 
 def _plain_severity(trend: Trend, series: Series) -> str:
-    """Growth no holder explains is a leak only when it is steady: a rise that slows
-    down (allocator arenas, worker buffers filling) is noted as low."""
-    if trend.slope < HIGH_BYTES_PER_STEP:
+    """Growth no holder explains is called a leak only when it is steady (a rise that
+    slows down is allocator arenas or buffers filling) and large: at least
+    ``UNNAMED_MIN_FRACTION`` of where it started or ``UNNAMED_MIN_BYTES`` (an allocator
+    that keeps freed pages creeps by a few percent). Otherwise it is noted as low."""
+    if trend.slope < HIGH_BYTES_PER_STEP or _decelerating(series, trend):
         return "low"
-    return "low" if _decelerating(series, trend) else "medium"
+    growth = trend.slope * (trend.last_step - trend.first_step)
+    large = growth >= max(UNNAMED_MIN_FRACTION * trend.start, 0) or growth >= UNNAMED_MIN_BYTES
+    return "medium" if large else "low"
 
 
 def _decelerating(series: Series, trend: Trend) -> bool:
