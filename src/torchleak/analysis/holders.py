@@ -25,6 +25,7 @@ from torchleak.trace.schema import GRAPH_NODES_CAP
 
 MIN_ITEMS_GROWTH = 4  # a holder must gain at least this many items after warm-up
 MIN_BYTES_GROWTH = 4 * MIB  # ... or retain this many more bytes
+COUNT_WARMUP = 3.0
 
 
 @dataclass
@@ -36,7 +37,9 @@ class Metric:
     graph: bool = False  # autograd nodes: no warm-up, capped
 
     def warmup(self, steps: int) -> float:
-        return 0.0 if self.graph else warmup_steps(steps)
+        """Exact counts need little warm-up: what fills early and stops is caught by the
+        plateau test, and a step's graph never grows (no warm-up at all)."""
+        return 0.0 if self.graph else min(COUNT_WARMUP, warmup_steps(steps))
 
 
 def metrics(holder: HolderSeries) -> list[Metric]:
@@ -123,7 +126,7 @@ def _judge(data: RunData, holder: HolderSeries, metric: Metric, main_slope: floa
     if replay:
         finding.detected_at_step = first_growing_step(
             steps, values, min_growth=metric.min_growth, exact=True,
-            warmup=lambda step: 0.0 if metric.graph else warmup_steps(step))
+            warmup=lambda step: metric.warmup(int(step)))
     return finding
 
 

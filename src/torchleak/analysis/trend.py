@@ -51,7 +51,8 @@ class Trend:
 def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: float,
           windows: int = 0, exact: bool = False) -> Trend:
     pts = [(a, b) for a, b in zip(x, y) if a > warmup]
-    if len(pts) < MIN_POINTS or pts[-1][0] - pts[0][0] < MIN_SPAN_STEPS:
+    need = MIN_RISES + 1 if exact else MIN_POINTS  # counts: enough points for the rises
+    if len(pts) < need or pts[-1][0] - pts[0][0] < MIN_SPAN_STEPS:
         return Trend("insufficient", reason=f"{len(pts)} samples after warm-up")
     px, py = [p[0] for p in pts], [p[1] for p in pts]
     if exact:

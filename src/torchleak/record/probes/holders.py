@@ -34,6 +34,7 @@ class HolderWalker:
         self.graph_cap = graph_cap
         self.max_samples = max_samples
         self._capped_graphs: set[str] = set()
+        self.last_nodes: dict[str, int] = {}  # path -> autograd nodes at its last count
         self.routes: dict[str, Route] = {}
         self.labels: dict[str, str] = {}
 

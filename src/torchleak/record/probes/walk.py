@@ -33,6 +33,7 @@ _BIG_DATASET_ATTR = 10_000
 # Counting a graph costs ~1 µs a node. Past the cap a holder is known to grow (the
 # analysis judges the uncapped samples) and its graph is not walked again.
 GRAPH_CAP = GRAPH_NODES_CAP
+QUICK_GRAPH_LIMIT = 1_000  # quick re-measures skip graphs bigger than this (~1 ms to count)
 
 
 def count_graph_nodes(grad_fn: Any, cap: int) -> int:
@@ -95,6 +96,8 @@ class Walk:
         elif isinstance(obj, torch.nn.Module):
             self.module_hooks(obj, path.rsplit(".", 1)[0])
         elif isinstance(obj, torch.Tensor):
+            if obj.grad_fn is not None and self.w.last_nodes.get(path, 0) >= QUICK_GRAPH_LIMIT:
+                return  # a big graph is counted by full walks only: quick must stay quick
             self.tensor(obj, path)
         elif isinstance(obj, _CONTAINERS):
             self.container(obj, path, depth=99)
@@ -170,6 +173,7 @@ class Walk:
                 nodes = self.w.graph_cap
             else:
                 nodes = count_graph_nodes(t.grad_fn, self.w.graph_cap)
+                self.w.last_nodes[path] = nodes
                 if nodes >= self.w.graph_cap:
                     self.w._capped_graphs.add(path)
         self.record(HolderSample(path, "tensor", type(t).__name__, int(t.numel()), int(fp.bytes),
