@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import gc
 import sys
 from types import (BuiltinFunctionType, FrameType, FunctionType, GeneratorType, MethodType,
                    ModuleType)
@@ -23,7 +24,10 @@ if TYPE_CHECKING:
 
 _CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
 _SKIP = (ModuleType, type, BuiltinFunctionType, str, bytes, int, float, bool,
-         complex, type(None), torch.optim.Optimizer, FrameType)
+         complex, type(None), FrameType)
+MAX_DEPTH = 10  # hops from a root; the object budget bounds the cost
+# C objects without a __dict__ that can hold user data (itertools.cycle saves every item).
+_OPAQUE_MODULES = frozenset({"itertools", "functools", "collections", "builtins", "_collections"})
 # What nn.Module.__init__ itself sets: torch's bookkeeping, walked through its own code.
 _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()).keys())
 _HOOK_TABLES = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks",
@@ -34,6 +38,20 @@ _BIG_DATASET_ATTR = 10_000
 # analysis judges the uncapped samples) and its graph is not walked again.
 GRAPH_CAP = GRAPH_NODES_CAP
 QUICK_GRAPH_LIMIT = 1_000  # quick re-measures skip graphs bigger than this (~1 ms to count)
+
+
+def _slots(obj: Any) -> dict[str, Any]:
+    """Attributes of a ``__slots__`` instance (``@dataclass(slots=True)``)."""
+    found: dict[str, Any] = {}
+    for cls in type(obj).__mro__:
+        names = cls.__dict__.get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in found and not name.startswith("__"):
+                try:
+                    found[name] = getattr(obj, name)
+                except AttributeError:  # an unset slot
+                    continue
+    return found
 
 
 def count_graph_nodes(grad_fn: Any, cap: int) -> int:
@@ -61,7 +79,7 @@ class Walk:
             self.labels[path] = label
         if route is not None:
             self.routes.setdefault(path, route)
-        if depth <= 6 and not isinstance(obj, _SKIP) or isinstance(obj, type):
+        if depth <= MAX_DEPTH and not isinstance(obj, _SKIP) or isinstance(obj, type):
             self.queue.append((obj, path, depth))
 
     def run(self) -> None:
@@ -248,8 +266,14 @@ class Walk:
         self.user_class(type(mod), type(mod).__name__, depth + 1)
 
     def instance(self, obj: Any, path: str, depth: int) -> None:
+        if isinstance(obj, torch.optim.Optimizer):
+            self.optimizer(obj, path)
+            return
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
+            attrs = _slots(obj)
+        if not attrs:
+            self.opaque(obj, path, depth)
             return
         owner = type(obj).__name__
         for name, value in list(attrs.items()):
@@ -257,6 +281,27 @@ class Walk:
                 self.enqueue(value, f"{path}.{name}", depth + 1, f"{owner}.{name}",
                              self._route(path, ("attr", name)))
         self.user_class(type(obj), type(obj).__name__, depth + 1)
+
+    def optimizer(self, opt: torch.optim.Optimizer, path: str) -> None:
+        """Its param groups and state, measured, not walked: state fills once on the first
+        step (healthy, H3); groups and state that keep growing are a leak."""
+        owner = type(opt).__name__
+        for name in ("param_groups", "state"):
+            value = getattr(opt, name, None)
+            if isinstance(value, (list, dict)):
+                self.labels[f"{path}.{name}"] = f"{owner}.{name}"
+                route = self._route(path, ("attr", name))
+                if route is not None:
+                    self.routes.setdefault(f"{path}.{name}", route)
+                self.container(value, f"{path}.{name}", depth=MAX_DEPTH)
+
+    def opaque(self, obj: Any, path: str, depth: int) -> None:
+        """C objects with no __dict__ (itertools.cycle, functools.partial): what they hold."""
+        if type(obj).__module__ not in _OPAQUE_MODULES:
+            return
+        for i, ref in enumerate(gc.get_referents(obj)):
+            if not isinstance(ref, type):
+                self.enqueue(ref, f"{path}.<{type(obj).__name__}[{i}]>", depth + 1)
 
     def user_class(self, cls: type, path: str, depth: int) -> None:
         """Class-level caches and registries (lru_cache on methods, class lists)."""
