@@ -20,7 +20,7 @@ import pytest
 from torchleak.cli import main
 
 WRITER = Path(__file__).with_name("live_writer.py")
-STEP = re.compile(rb"step (\d+)")
+STEP = re.compile(rb"step (\d+)(?![\d:])")  # not "step N:" of an event line
 
 
 class PtyProcess:

@@ -32,10 +32,11 @@ def resolve_trace_path(run: str | Path) -> Path:
     return path
 
 
-def trace_uri(path: Path) -> str:
+def trace_uri(path: Path, live: bool | None = None) -> str:
     """The read-only URI for a trace: immutable when no writer's WAL is beside the file."""
     resolved = path.resolve()
-    live = Path(f"{resolved}-wal").exists()
+    if live is None:
+        live = Path(f"{resolved}-wal").exists()
     flags = "mode=ro" if live else "mode=ro&immutable=1"
     return f"file:{quote(resolved.as_posix())}?{flags}"
 
@@ -43,8 +44,30 @@ def trace_uri(path: Path) -> str:
 def open_readonly(path: Path) -> sqlite3.Connection:
     """A read-only connection: views can never modify a trace, even a live one."""
     _check_magic(path)
+    if "immutable" in trace_uri(path):
+        # No WAL beside it: finished, or caught in the instant between the file's creation
+        # and the writer's first commit, where an immutable view would miss every later one.
+        try:
+            conn = _connect(path, live=False)
+        except TraceError:
+            return _connect(path, live=True)
+        if not _still_running(conn):
+            return conn
+        conn.close()
+    return _connect(path, live=True)
+
+
+def _still_running(conn: sqlite3.Connection) -> bool:
     try:
-        conn = sqlite3.connect(trace_uri(path), uri=True, timeout=5.0)
+        row = conn.execute("SELECT value FROM meta WHERE key='status'").fetchone()
+    except sqlite3.DatabaseError:
+        return True
+    return row is None or json.loads(row[0]) == "running"
+
+
+def _connect(path: Path, live: bool | None) -> sqlite3.Connection:
+    try:
+        conn = sqlite3.connect(trace_uri(path, live), uri=True, timeout=5.0)
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA query_only=ON")
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
