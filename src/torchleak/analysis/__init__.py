@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 from torchleak.analysis.series import RunData, load
 from torchleak.analysis.verdict import build_report
@@ -27,5 +26,5 @@ def analyze(trace: str | Path) -> Report:
         conn.close()
 
 
-def analyze_connection(conn: sqlite3.Connection, online: Any = None) -> Report:
+def analyze_connection(conn: sqlite3.Connection) -> Report:
     return build_report(load(conn))

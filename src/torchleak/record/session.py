@@ -64,7 +64,6 @@ class Recorder:
         self._cuda_on = cuda_available()  # fixed for the life of the process
         self._census_measured = False
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 µs; updated per census
-        self.listeners: list[Callable[[str, tuple[Any, ...]], None]] = []
         self.online = OnlineDetector(trace_path, self.writer.set_meta, self.event)
         self.writer.every_flush(self.online.maybe_run)
 
@@ -172,8 +171,6 @@ class Recorder:
     def _add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:
             self.writer.add(table, row)
-            for listener in self.listeners:
-                listener(table, row)
 
     # expensive probes --------------------------------------------------------------------
     def _run_holders(self, step: int, frame: FrameType | None, reason: str) -> None:
