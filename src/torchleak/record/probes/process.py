@@ -103,6 +103,7 @@ class ChildSampler:
         self._main_interval = main_interval
         self._children_refresh = children_refresh
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a fork wakes us early
         self._me = psutil.Process()
         self._children: list[int] = []
         self._children_at = 0.0
@@ -113,12 +114,18 @@ class ChildSampler:
         self._started = time.monotonic()
 
     def start(self) -> None:
-        # A fork (DataLoader starting its workers) makes the cached list stale: relist at once.
-        os.register_at_fork(after_in_parent=lambda: setattr(self, "_children_at", 0.0))
+        # A fork (DataLoader starting its workers) makes the cached list stale: relist and
+        # sample at once, whatever the pacing.
+        os.register_at_fork(after_in_parent=self._forked)
         self._thread.start()
+
+    def _forked(self) -> None:
+        self._children_at = 0.0
+        self._wake.set()
 
     def stop(self) -> None:
         self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
 
@@ -133,7 +140,8 @@ class ChildSampler:
                 # Denser at first (detection needs points early), then lighter.
                 early = time.monotonic() - self._started < EARLY_SECONDS
                 share = EARLY_CPU_SHARE if early else self.cpu_share
-                self._stop.wait(max(self._min_interval, cost / share))
+                self._wake.wait(max(self._min_interval, cost / share))
+                self._wake.clear()
         except BaseException as err:  # a probe never raises into training: record and stop
             self.error = err
 
