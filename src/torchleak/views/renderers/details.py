@@ -20,9 +20,12 @@ VERDICT_TITLES = {
 def verdict_parts(view: RunView) -> tuple[str, str]:
     """The banner's title and its one-sentence explanation."""
     title = VERDICT_TITLES.get(view.verdict, view.verdict)
-    count = len(view.findings)
+    serious = sum(1 for f in view.findings if f.severity in ("high", "medium"))
+    minor = len(view.findings) - serious
     if view.verdict == "leak":
-        title += f": {count} finding{'s' if count != 1 else ''}"
+        title += f": {serious} finding{'s' if serious != 1 else ''}"
+        if minor:
+            title += f" (+{minor} minor)"
     reason = view.report.reason if view.report else ""
     if not reason and view.report is None:
         reason = "no findings available; the signals are drawn straight from the trace"
