@@ -35,7 +35,9 @@ def build_report(data: RunData, replay: bool = True) -> Report:
                     signals=signal_summaries(memory), run=_run_info(data))
     if serious:
         report.verdict = "leak"
-        report.reason = f"{len(serious)} growing holder(s) or signal(s)"
+        n = len(serious)
+        report.reason = (f"{n} holder{'s' if n > 1 else ''} or signal{'s' if n > 1 else ''} "
+                         f"grow{'' if n > 1 else 's'} without bound")
     elif data.steps < MIN_STEPS:
         report.verdict = "inconclusive"
         report.reason = (f"only {data.steps} training steps were recorded; at least {MIN_STEPS} "
