@@ -26,6 +26,7 @@ _CONTAINERS = (list, tuple, dict, set, frozenset, collections.deque)
 _SKIP = (ModuleType, type, BuiltinFunctionType, str, bytes, int, float, bool,
          complex, type(None), FrameType)
 MAX_DEPTH = 10  # hops from a root; the object budget bounds the cost
+ATTRIBUTE_SET_MIN = 8  # objects with this many attributes get a holder for the set
 # C objects without a __dict__ that can hold user data (itertools.cycle saves every item).
 _OPAQUE_MODULES = frozenset({"itertools", "functools", "collections", "builtins", "_collections"})
 # What nn.Module.__init__ itself sets: torch's bookkeeping, walked through its own code.
@@ -38,6 +39,15 @@ _BIG_DATASET_ATTR = 10_000
 # analysis judges the uncapped samples) and its graph is not walked again.
 GRAPH_CAP = GRAPH_NODES_CAP
 QUICK_GRAPH_LIMIT = 1_000  # quick re-measures skip graphs bigger than this (~1 ms to count)
+
+
+def _user_attrs(obj: Any) -> dict[str, Any]:
+    """An object's own attributes (a module's without torch's bookkeeping)."""
+    attrs = getattr(obj, "__dict__", None)
+    if not isinstance(attrs, dict):
+        return _slots(obj)
+    skip = _MODULE_INTERNALS if isinstance(obj, torch.nn.Module) else frozenset()
+    return {k: v for k, v in attrs.items() if k not in skip and not k.startswith("__")}
 
 
 def _slots(obj: Any) -> dict[str, Any]:
@@ -111,6 +121,10 @@ class Walk:
         """One known holder again, by kind (used by ``HolderWalker.remeasure``)."""
         if path.startswith("lru_cache "):
             self.cache(obj, path.split(" ", 1)[1][:-2])
+        elif path.endswith("._modules") and isinstance(obj, torch.nn.Module):
+            self.submodules(obj, path[: -len("._modules")])
+        elif path.endswith(".__dict__"):
+            self.attribute_set(_user_attrs(obj), path[: -len(".__dict__")], type(obj).__name__)
         elif isinstance(obj, torch.nn.Module):
             self.module_hooks(obj, path.rsplit(".", 1)[0])
         elif isinstance(obj, torch.Tensor):
@@ -251,6 +265,7 @@ class Walk:
             self.record(sample, self.routes.get(path))
 
     def _module_children(self, mod: torch.nn.Module, path: str, depth: int) -> None:
+        self.submodules(mod, path)
         for name, child in mod._modules.items():
             if child is not None:
                 self.enqueue(child, f"{path}.{name}", depth + 1, None,
@@ -259,11 +274,37 @@ class Walk:
             if param is not None and getattr(param, "_backward_hooks", None):
                 self.tensor_hooks(param, f"{path}.{name}")
         owner = type(mod).__name__
-        for name, value in vars(mod).items():
-            if name not in _MODULE_INTERNALS and not name.startswith("__"):
-                self.enqueue(value, f"{path}.{name}", depth + 1, f"{owner}.{name}",
-                             self._route(path, ("attr", name)))
+        attrs = _user_attrs(mod)
+        self.attribute_set(attrs, path, owner)
+        for name, value in attrs.items():
+            self.enqueue(value, f"{path}.{name}", depth + 1, f"{owner}.{name}",
+                         self._route(path, ("attr", name)))
         self.user_class(type(mod), type(mod).__name__, depth + 1)
+
+    def submodules(self, mod: torch.nn.Module, path: str) -> None:
+        """A module that gains children (a ModuleDict of adapters, a growing ModuleList):
+        the count of its children and the bytes of their own parameters."""
+        children = [c for c in mod._modules.values() if c is not None]
+        if len(children) < 2:
+            return
+        nbytes = sum(p.numel() * p.element_size() for c in children
+                     for p in c._parameters.values() if p is not None)
+        self.labels.setdefault(f"{path}._modules", f"{type(mod).__name__}._modules (submodules)")
+        self.record(HolderSample(f"{path}._modules", "container", type(mod).__name__,
+                                 len(children), int(nbytes), detail={"item_type": "Module"}),
+                    self.routes.get(path))
+
+    def attribute_set(self, attrs: dict[str, Any], path: str, owner: str) -> None:
+        """An object that gains attributes (``setattr(self, f"act_{step}", t)``): each new
+        name is a new path, so only the set as a whole shows the growth."""
+        if len(attrs) < ATTRIBUTE_SET_MIN:
+            return
+        fp = container_footprint(attrs)
+        self.labels.setdefault(f"{path}.__dict__", f"{owner}.__dict__ (attributes)")
+        self.record(HolderSample(f"{path}.__dict__", "container", f"{owner} attributes",
+                                 len(attrs), int(fp.bytes), int(fp.tensors), int(fp.tensor_bytes),
+                                 int(fp.grad_fn_tensors), None, {"item_type": "attribute"}),
+                    self.routes.get(path))
 
     def instance(self, obj: Any, path: str, depth: int) -> None:
         if isinstance(obj, torch.optim.Optimizer):
@@ -276,6 +317,7 @@ class Walk:
             self.opaque(obj, path, depth)
             return
         owner = type(obj).__name__
+        self.attribute_set(attrs, path, owner)
         for name, value in list(attrs.items()):
             if not name.startswith("__"):
                 self.enqueue(value, f"{path}.{name}", depth + 1, f"{owner}.{name}",
