@@ -197,9 +197,12 @@ class Recorder:
     def _update_suspects(self, samples: list[HolderSample]) -> None:
         """Holders that grew since the previous walk (or always can: hooks, caches)."""
         grown: dict[str, float] = {}
+        seen_before = bool(self._last_sizes)
         for s in samples:
             size = float(s.graph_nodes or s.length)
             before = self._last_sizes.get(s.holder)
+            if before is None and seen_before:
+                before = 0.0  # new since the last walk: it grew from empty (a mid-run onset)
             if s.kind in ("hooks", "cache") or (before is not None and size > before):
                 grown[s.holder] = size - (before or 0.0)
             elif s.holder in self._suspects and before is not None and size >= before:
