@@ -28,7 +28,7 @@ __all__ = ["GRAPH_CAP", "HolderSample", "HolderWalker", "count_graph_nodes"]
 
 
 class HolderWalker:
-    def __init__(self, max_objects: int = 20_000, graph_cap: int = GRAPH_CAP,
+    def __init__(self, max_objects: int = 8_000, graph_cap: int = GRAPH_CAP,
                  max_samples: int = 400) -> None:
         self.max_objects = max_objects
         self.graph_cap = graph_cap

@@ -27,6 +27,7 @@ _SKIP = (ModuleType, type, BuiltinFunctionType, str, bytes, int, float, bool,
          complex, type(None), FrameType)
 MAX_DEPTH = 10  # hops from a root; the object budget bounds the cost
 ATTRIBUTE_SET_MIN = 8  # objects with this many attributes get a holder for the set
+LIBRARY_DEPTH = 4  # library objects are walked this deep; the user's own classes to MAX_DEPTH
 # C objects without a __dict__ that can hold user data (itertools.cycle saves every item).
 _OPAQUE_MODULES = frozenset({"itertools", "functools", "collections", "builtins", "_collections"})
 # What nn.Module.__init__ itself sets: torch's bookkeeping, walked through its own code.
@@ -39,6 +40,26 @@ _BIG_DATASET_ATTR = 10_000
 # analysis judges the uncapped samples) and its graph is not walked again.
 GRAPH_CAP = GRAPH_NODES_CAP
 QUICK_GRAPH_LIMIT = 1_000  # quick re-measures skip graphs bigger than this (~1 ms to count)
+
+
+_KEY_TYPES = (str, int, float, bool, type(None))
+
+
+def _key_part(key: Any, index: int) -> str:
+    """A dict key in a path; never ``repr`` of an arbitrary object (a tensor key's repr
+    formats the whole tensor: an optimizer's state is keyed by parameters)."""
+    if isinstance(key, str) and key.isidentifier():
+        return f".{key}"
+    if isinstance(key, _KEY_TYPES) or (isinstance(key, tuple) and len(key) <= 4 and all(
+            isinstance(k, _KEY_TYPES) for k in key)):
+        return f"[{key!r:.40}]"
+    return f"[<{type(key).__name__} #{index}>]"
+
+
+@functools.lru_cache(maxsize=1024)
+def _user_class(cls: type) -> bool:
+    module = sys.modules.get(cls.__module__)
+    return is_user_file(getattr(module, "__file__", "") or "")
 
 
 def _user_attrs(obj: Any) -> dict[str, Any]:
@@ -226,15 +247,17 @@ class Walk:
             self.record(HolderSample(path, "container", type(obj).__name__, size, int(fp.bytes),
                                      int(fp.tensors), int(fp.tensor_bytes),
                                      int(fp.grad_fn_tensors), None, detail))
-        if size > 64:
+        if size > 64 or depth >= MAX_DEPTH:
             return  # a long container is measured, not walked
         parent = self.labels.get(path)
         if isinstance(obj, dict):
-            for key, value in list(obj.items()):
-                part = f".{key}" if isinstance(key, str) and key.isidentifier() else f"[{key!r:.40}]"
+            for i, (key, value) in enumerate(list(obj.items())):
+                part = _key_part(key, i)
                 self.enqueue(value, path + part, depth + 1,
                              parent + part if parent and not parent.startswith(("local ", "global ")) else None,
-                             self._route(path, ("key", key)))
+                             # Never keep a reference to an object key (a Parameter).
+                             self._route(path, ("key", key)) if isinstance(key, _KEY_TYPES)
+                             else None)
         else:
             for i, value in enumerate(list(obj)):
                 if not isinstance(value, torch.Tensor):  # elements are in the footprint
@@ -310,6 +333,8 @@ class Walk:
         if isinstance(obj, torch.optim.Optimizer):
             self.optimizer(obj, path)
             return
+        if depth >= LIBRARY_DEPTH and not _user_class(type(obj)):
+            return  # deep inside a library object (a logging.Logger's registry of all loggers)
         attrs = getattr(obj, "__dict__", None)
         if not isinstance(attrs, dict):
             attrs = _slots(obj)
