@@ -7,7 +7,6 @@ import collections
 import gc
 import random
 from collections.abc import Callable
-from pathlib import Path
 
 import pytest
 import torch

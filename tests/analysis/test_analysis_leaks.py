@@ -17,8 +17,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torchleak
-from harness import KIB, Recorded, assert_leak, assert_rate, record_loop
-from loops import BATCH, CLASSES, HIDDEN, IN, graph_nodes, make_batches, make_model
+from harness import Recorded, assert_leak, assert_rate, record_loop
+from loops import BATCH, HIDDEN, graph_nodes, make_batches, make_model
 
 STEPS = 240
 SCRIPT = __file__
