@@ -1,12 +1,12 @@
 """torchleak: find, explain and stop memory leaks in PyTorch training.
 
 The import is light (no torch): ``torchleak.watch`` and ``torchleak.mark`` work whether
-or not the script runs under ``torchleak run``.
+or not a monitor is active, and cost nothing when none is.
 """
 
 from __future__ import annotations
 
-from torchleak.api import mark, watch
+from torchleak.api import mark, monitor, on_guard, on_leak, watch
 
-__all__ = ["mark", "watch"]
-__version__ = "0.1.0"
+__all__ = ["mark", "monitor", "on_guard", "on_leak", "watch"]
+__version__ = "0.2.0"

@@ -1,32 +1,48 @@
-"""The public API for loops torchleak cannot see by itself.
+"""The in-process API. Every function here accepts any value and never raises into the
+program: a wrong argument is converted, or ignored with one warning.
 
 ``torchleak.watch()`` marks step boundaries in loops without a ``torch.optim``
-optimizer; ``torchleak.mark()`` records phase marks. Both do nothing (cheaply) when the
-script runs without ``torchleak run``, so they can stay in the code.
+optimizer; ``torchleak.mark()`` records phase marks; both cost nothing without an active
+monitor, so they can stay in the code. ``torchleak.monitor()`` records a run in this
+process; ``on_leak`` and ``on_guard`` register callbacks.
 """
 
 from __future__ import annotations
 
 import functools
 import sys
+import warnings
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
 F = TypeVar("F", bound=Callable[..., Any])
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(f"torchleak: {message}", RuntimeWarning, stacklevel=3)
 
 
 def _recorder() -> Any:
-    session = sys.modules.get("torchleak.record.session")
-    return session.active_recorder() if session is not None else None
+    engine = sys.modules.get("torchleak.live.engine")
+    monitor = engine.active_monitor() if engine is not None else None
+    return monitor.recorder if monitor is not None else None
 
 
-def mark(name: str, value: object = None) -> None:
+def mark(name: object, value: object = None) -> None:
     """Record a phase mark: ``"epoch"``, ``"validation_start"``/``"validation_end"``, or any
     name of yours (``"<phase>_start"``/``"<phase>_end"`` open and close a phase)."""
-    recorder = _recorder()
-    if recorder is not None:
-        recorder.mark(name, None if value is None else str(value))
+    try:
+        recorder = _recorder()
+        if recorder is None:
+            return
+        text = name if isinstance(name, str) else str(name)
+        recorder.mark(text or "mark", None if value is None else str(value)[:1000])
+    except Exception as err:  # noqa: BLE001 - never raise into the program
+        _warn_once("mark", f"mark({name!r:.40}) was ignored: {type(err).__name__}: {err}")
 
 
 class watch:  # noqa: N801 - used like a function: `with torchleak.watch() as w:`
@@ -45,17 +61,57 @@ class watch:  # noqa: N801 - used like a function: `with torchleak.watch() as w:
         return None
 
     def step(self) -> None:
-        recorder = _recorder()
-        if recorder is not None:
-            recorder.manual_step(sys._getframe(1))
+        _manual_step(sys._getframe(1))
 
     def __call__(self, fn: F) -> F:
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             result = fn(*args, **kwargs)
-            recorder = _recorder()
-            if recorder is not None:
-                recorder.manual_step(sys._getframe(1))
+            _manual_step(sys._getframe(1))
             return result
 
         return wrapper  # type: ignore[return-value]
+
+
+def _manual_step(frame: Any) -> None:
+    recorder = _recorder()
+    if recorder is None:
+        return
+    try:
+        recorder.manual_step(frame)
+    except Exception as err:  # noqa: BLE001 - BaseExceptions (a guard stop) go through
+        _warn_once("step", f"step() failed: {type(err).__name__}: {err}")
+
+
+def on_leak(fn: F) -> F:
+    """Register ``fn(finding)``, called (on torchleak's detector thread) the first time
+    each leak is detected while the run goes on. Usable as a decorator."""
+    if callable(fn):
+        from torchleak.live.callbacks import add_leak_callback
+
+        add_leak_callback(fn)
+    else:
+        _warn_once("on_leak", f"on_leak() needs a function, got {type(fn).__name__}")
+    return fn
+
+
+def on_guard(fn: F) -> F:
+    """Register ``fn(event)``, called on the training thread at a step boundary when the
+    guard fires (``--guard checkpoint|stop``): save your checkpoint there. A decorator."""
+    if callable(fn):
+        from torchleak.live.callbacks import add_guard_callback
+
+        add_guard_callback(fn)
+    else:
+        _warn_once("on_guard", f"on_guard() needs a function, got {type(fn).__name__}")
+    return fn
+
+
+def monitor(**options: Any) -> Any:
+    """Record this process: ``with torchleak.monitor(out="runs/x", guard="stop") as m:``
+    (or ``m = torchleak.monitor(...).start()`` ... ``m.stop()``); ``m.report`` is the
+    Report at the end. Options as ``torchleak run``: out, name, budget (a fraction),
+    limit ("12GiB"), guard, guard_share, guard_minutes, quiet, warnings."""
+    from torchleak.live.engine import Monitor, MonitorOptions
+
+    return Monitor(MonitorOptions(**options))

@@ -14,6 +14,7 @@ EXIT_NOINPUT = 66  # no such script, module or run
 EXIT_SOFTWARE = 70  # a bug in torchleak
 EXIT_CANTCREAT = 73  # cannot write the output folder
 EXIT_LEAK = 3  # `run --fail-on-leak` found a leak (the script itself succeeded)
+EXIT_GUARD = 75  # the guard stopped the training before the memory limit (EX_TEMPFAIL)
 
 
 class TorchleakError(Exception):

@@ -1,30 +1,25 @@
-"""Analysis: pure functions over a trace. Detect, attribute, advise.
+"""Analysis: pure functions over a trace. Detect, attribute, advise, into one Report.
 
-``analyze(trace)`` re-runs the whole analysis on any finished (or live) trace, so
-reports can always be rebuilt from the file alone.
+``analyze(run)`` re-runs the whole analysis on any finished, killed or live trace, so a
+report can always be rebuilt from the file alone.
 """
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
-from torchleak.analysis.series import RunData, load
+from torchleak.analysis.series import RunData, RunDataBuilder, load
 from torchleak.analysis.verdict import build_report
 from torchleak.report import Report
 
-__all__ = ["analyze", "analyze_connection", "build_report", "load", "RunData"]
+__all__ = ["analyze", "build_report", "load", "RunData", "RunDataBuilder"]
 
 
 def analyze(trace: str | Path) -> Report:
-    from torchleak.trace.reader import open_readonly, resolve_trace_path
+    """The Report of one trace (a run folder or its trace.sqlite)."""
+    from torchleak.trace.reader import open_trace
 
-    conn = open_readonly(resolve_trace_path(trace))
-    try:
-        return analyze_connection(conn)
-    finally:
-        conn.close()
-
-
-def analyze_connection(conn: sqlite3.Connection) -> Report:
-    return build_report(load(conn))
+    with open_trace(trace) as opened:
+        report = build_report(load(opened.conn))
+        report.run["trace"] = str(opened.path)
+    return report

@@ -1,71 +1,107 @@
-"""Fix advice per finding kind, each pointing at its pattern in docs/leak-patterns.md."""
+"""The fix for each kind of finding, and the catalogue pattern it links to.
+
+Each fix is one that stops the growth when applied (not a mitigation), written with the
+holder's own name, and points at its section in ``docs/patterns.md``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from torchleak.patterns import Pattern, pattern
+from torchleak.vocab import FindingKind as K
+
 
 @dataclass(frozen=True)
 class Advice:
     fix: str
-    pattern: str
+    pattern: Pattern
 
 
 _ADVICE: dict[str, Advice] = {
-    "autograd_graph": Advice(
-        "accumulate a number, not a tensor: `{name} += loss.item()` (or `loss.detach()`); "
-        "a tensor sum keeps every step's autograd graph alive",
-        "1. Loss summed as a tensor"),
-    "tensor_list_graph": Advice(
-        "store `x.detach()` (or `.item()` / `.detach().cpu()`) instead of the tensor with "
-        "its graph, and clear `{name}` when its epoch ends",
-        "2. Losses/outputs with their graph appended to a list"),
-    "tensor_list": Advice(
-        "clear `{name}` when it has been used (e.g. `.clear()` in the epoch-end hook), keep "
-        "only what you need (`.item()`, a running mean), or bound it with `deque(maxlen=N)`",
-        "4. Lightning step outputs not cleared / 5. Unbounded history lists"),
-    "container": Advice(
+    K.AUTOGRAD_GRAPH: Advice(
+        "accumulate a number, not a tensor: `{name} += loss.item()` (or keep "
+        "`loss.detach()`); a tensor sum keeps every step's autograd graph alive",
+        pattern("tensor-accumulator")),
+    K.TENSOR_LIST_GRAPH: Advice(
+        "store `x.detach()` (`.item()` for scalars, `.detach().cpu()` for big tensors) "
+        "instead of the tensor with its graph, and clear `{name}` when its epoch ends",
+        pattern("graph-in-container")),
+    K.TENSOR_LIST: Advice(
+        "clear `{name}` when it has been used (`.clear()` in the epoch-end hook), keep "
+        "only what you need (`.item()`, a running mean), or bound it with "
+        "`collections.deque(maxlen=N)`",
+        pattern("tensors-in-containers")),
+    K.TENSOR_GROWTH: Advice(
+        "stop growing `{name}` in place (`torch.cat`/`np.concatenate` every step): keep a "
+        "bounded window, or write the rows out and reset it",
+        pattern("growing-buffer")),
+    K.CONTAINER: Advice(
         "bound `{name}`: `collections.deque(maxlen=N)`, a reset every epoch, or send the "
         "values to your logger instead of keeping them",
-        "5. Unbounded history lists"),
-    "metric_state": Advice(
+        pattern("unbounded-history")),
+    K.BUFFER: Advice(
+        "flush `{name}` (to disk or your logger) and reset it, or keep only its tail "
+        "(`{name} = {name}[-limit:]`)",
+        pattern("growing-buffer")),
+    K.METRIC_STATE: Advice(
         "call `.reset()` on the metric after `.compute()` every epoch (`{name}` grows by "
         "one batch per update)",
-        "17. torchmetrics list states growing"),
-    "hooks": Advice(
+        pattern("metric-state")),
+    K.HOOKS: Advice(
         "register the hook once outside the step, or keep the handle "
         "(`h = m.register_forward_hook(...)`) and call `h.remove()` when done",
-        "14. Hooks registered every step"),
-    "cache": Advice(
+        pattern("hooks-every-step")),
+    K.CACHE: Advice(
         "give the cache a bound and hashable keys: `@lru_cache(maxsize=N)` on plain "
-        "values (tensors hash by id, so every batch is a new entry), or cache per instance",
-        "23. lru_cache on samples/methods"),
-    "figures": Advice(
+        "values (tensors hash by identity, so every batch is a new entry), or cache per "
+        "instance",
+        pattern("unbounded-cache")),
+    K.FIGURES: Advice(
         "close every figure after saving it: `plt.close(fig)` (or `plt.close('all')`), and "
         "use the Agg backend for headless training",
-        "10. Matplotlib figures never closed"),
-    "workers": Advice(
-        "store the dataset's Python objects in numpy/arrow arrays or one bytes buffer "
-        "(refcount writes un-share forked pages of Python lists/dicts), or disable "
-        "persistent_workers so workers restart each epoch",
-        "7. DataLoader workers copy on read / 8. persistent_workers"),
-    "fragmentation": Advice(
+        pattern("figures-not-closed")),
+    K.WORKER_MEMORY: Advice(
+        "store the dataset's Python objects in numpy/Arrow arrays, tensors or one bytes "
+        "buffer (reference-count writes un-share forked pages of Python lists and dicts), "
+        "or turn persistent_workers off so workers restart each epoch",
+        pattern("worker-copy-on-read")),
+    K.FRAGMENTATION: Advice(
         "set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` and bucket variable "
         "sequence lengths; this is cached memory, not a leak",
-        "19. Allocator fragmentation"),
-    "memory": Advice(
-        "no named holder was found: run `torchleak check` on the training code, and look "
-        "for C-extension caches, anomaly mode (`set_detect_anomaly`) or growing "
-        "module-level state",
-        "22. Anomaly detection left on / 16. Reference cycles"),
-    "tensors": Advice(
-        "live tensors grow without a named holder: they may be held by closures, exception "
-        "tracebacks or reference cycles; `gc.collect()` to test for cycles",
-        "16. Reference cycles holding CUDA tensors"),
+        pattern("cuda-fragmentation")),
+    K.ALLOCATOR_RETENTION: Advice(
+        "keep numbers, not tensors: `{name}.append(loss.item())` instead of "
+        "`loss.detach()` (small tensors kept alive pin the allocator's freed pages); or run "
+        "with `torchleak run --safe` (or `MALLOC_MMAP_THRESHOLD_=65536`) so freed buffers "
+        "go back to the system",
+        pattern("allocator-retention")),
+    K.NATIVE_MEMORY: Advice(
+        "the memory is outside Python objects and tensors: free or reuse the native "
+        "resource the growth follows (a C library's buffers, a handle opened per step); "
+        "find the allocating call with `memray run --native {script}`",
+        pattern("native-memory")),
+    K.MEMORY: Advice(
+        "no holder was named: run `torchleak check` on the training code, look for "
+        "C-extension caches, anomaly mode (`set_detect_anomaly`) or module-level state, "
+        "and take a snapshot with `torchleak attach RUN --walk` while it grows",
+        pattern("unbounded-history")),
+    K.TENSORS: Advice(
+        "live tensors grow without a named holder: closures, exception tracebacks or "
+        "reference cycles may keep them; `gc.collect()` tests for cycles",
+        pattern("reference-cycles")),
+}
+
+RETENTION_PREFIX = {
+    K.ALLOCATOR_RETENTION: "the process grows much faster than `{name}` itself: freed "
+                           "memory stays in the C allocator's heap. ",
+    K.NATIVE_MEMORY: "the process grows much faster than `{name}` itself, outside Python "
+                     "objects and tensors. ",
 }
 
 
-def advice_for(kind: str, name: str = "") -> Advice:
-    base = _ADVICE.get(kind, _ADVICE["memory"])
+def advice_for(kind: str, name: str = "", script: str = "SCRIPT") -> Advice:
+    base = _ADVICE.get(kind, _ADVICE[K.MEMORY])
     short = name.split(" ")[0].split(".")[-1] if name else "it"
-    return Advice(base.fix.replace("{name}", short), base.pattern)
+    return Advice(base.fix.replace("{name}", short).replace("{script}", script),
+                  base.pattern)

@@ -2,30 +2,37 @@
 
 A holder can grow in what it counts (items, hooks, cache entries, open figures, autograd
 nodes) or only in what it retains (a dict of ten tensors each grown by ``torch.cat``, a
-list of three 5 MB checkpoints). Both are judged, counts first. Autograd-node counts have
-no warm-up (one step's graph is the same size every step: any growth is a leak) and stop
-at the walker's cap, past which only the samples before it are judged.
+bytearray extended in place). Both are judged, counts first. Autograd-node counts have no
+warm-up (one step's graph is the same size every step: any growth is a leak) and stop at
+the walker's cap, past which only the samples before it are judged.
+
+A holder finding carries the holder's *own* growth (``holder_bytes_per_step``); the rate
+the process measurably loses to it is assigned afterwards (``rates``).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from torchleak.analysis.advice import advice_for
-from torchleak.analysis.oom import project
 from torchleak.analysis.series import HolderSeries, RunData
 from torchleak.analysis.sources import find_source
 from torchleak.analysis.stats import theil_sen
 from torchleak.analysis.trend import Trend, first_growing_step, judge
-from torchleak.analysis.units import (HIGH_BYTES_PER_STEP, MEDIUM_BYTES_PER_STEP, MIB, current,
-                                      fmt_bytes, warmup_steps)
+from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, MEDIUM_BYTES_PER_STEP, MIB, warmup_steps
 from torchleak.report import Finding
 from torchleak.trace.schema import GRAPH_NODES_CAP
+from torchleak.units import format_bytes
+from torchleak.vocab import FindingKind as K
+from torchleak.vocab import Severity
+from torchleak.vocab import Signal as S
 
 MIN_ITEMS_GROWTH = 4  # a holder must gain at least this many items after warm-up
 MIN_BYTES_GROWTH = 4 * MIB  # ... or retain this many more bytes
 COUNT_WARMUP = 3.0
+_EMPTY_WHEN_ABSENT = ("container", "hooks", "cache", "figures", "buffer")
 
 
 @dataclass
@@ -42,49 +49,73 @@ class Metric:
         return 0.0 if self.graph else min(COUNT_WARMUP, warmup_steps(steps))
 
 
-def metrics(holder: HolderSeries) -> list[Metric]:
+@dataclass
+class HolderFinding:
+    finding: Finding
+    onset: float  # the first step of the growth window
+    holder: HolderSeries
+    steps_per_epoch: float = 0.0  # when the growth comes once per epoch
+
+
+def metrics(holder: HolderSeries, values: dict[str, list[float]]) -> list[Metric]:
     """What may grow in this holder, in the order it is judged."""
     found = []
-    if holder.kind == "tensor" and any(holder.graph_nodes):
-        found.append(Metric(holder.graph_nodes, "autograd_graph", "autograd nodes",
+    if holder.kind == "tensor" and any(values["graph_nodes"]):
+        found.append(Metric(values["graph_nodes"], K.AUTOGRAD_GRAPH, "autograd nodes",
                             MIN_ITEMS_GROWTH, graph=True))
-    elif holder.kind == "container" and any(holder.tensors):
-        kind = "tensor_list_graph" if any(holder.grad_fn_tensors) else "tensor_list"
-        found.append(Metric(holder.length, kind, "items", MIN_ITEMS_GROWTH))
-    else:
+    elif holder.kind == "container" and any(values["tensors"]):
+        kind = K.TENSOR_LIST_GRAPH if any(values["grad_fn_tensors"]) else K.TENSOR_LIST
+        found.append(Metric(values["length"], kind, "items", MIN_ITEMS_GROWTH))
+    elif holder.kind != "buffer":
         units = {"hooks": "hooks", "cache": "entries", "figures": "open figures",
                  "tensor": "elements"}
-        kind = {"tensor": "tensor_growth"}.get(holder.kind, holder.kind)
-        found.append(Metric(holder.length, kind, units.get(holder.kind, "items"),
+        kind = {"tensor": K.TENSOR_GROWTH}.get(holder.kind, holder.kind)
+        found.append(Metric(values["length"], kind, units.get(holder.kind, "items"),
                             MIN_ITEMS_GROWTH))
-    if holder.kind in ("container", "tensor") and any(holder.bytes):
-        kind = "tensor_growth" if any(holder.tensors) else "container"
-        found.append(Metric(holder.bytes, kind, "bytes", MIN_BYTES_GROWTH))
+    if holder.kind in ("container", "tensor", "buffer") and any(values["bytes"]):
+        kind = K.BUFFER if holder.kind == "buffer" else (
+            K.TENSOR_GROWTH if any(values["tensors"]) else K.CONTAINER)
+        found.append(Metric(values["bytes"], kind, "bytes", MIN_BYTES_GROWTH))
     return found
 
 
-def holder_findings(data: RunData, main_slope: float, replay: bool = True) -> list[Finding]:
+def holder_findings(data: RunData, replay: bool = True) -> list[HolderFinding]:
     found = []
     for holder in data.holders.values():
-        if _bounded(holder) or len(holder.steps) < 3:
+        if _bounded(holder) or len(holder.steps) < 3 or holder.kind in ("dataloader", "native"):
             continue
-        for metric in metrics(holder):
-            finding = _judge(data, holder, metric, main_slope, replay)
-            if finding is not None:
-                found.append(finding)
+        steps, values = _with_empty_start(holder, data.full_walks)
+        for metric in metrics(holder, values):
+            judged = _judge(data, holder, metric, steps, replay)
+            if judged is not None:
+                found.append(judged)
                 break
     return found
 
 
+def _with_empty_start(holder: HolderSeries, walks: list[int]) -> tuple[list[float],
+                                                                       dict[str, list[float]]]:
+    """Empty containers are not recorded: a holder missing from a full walk before its
+    first sample was empty (or not created yet), so it starts from zero there. This is
+    what lets a list filled once per epoch show its first rise."""
+    names = ("length", "bytes", "tensors", "grad_fn_tensors", "graph_nodes")
+    values = {name: list(getattr(holder, name)) for name in names}
+    steps = list(holder.steps)
+    i = bisect.bisect_left(walks, steps[0])
+    if i > 0 and holder.kind in _EMPTY_WHEN_ABSENT:
+        steps.insert(0, float(walks[i - 1]))
+        for series in values.values():
+            series.insert(0, 0.0)
+    return steps, values
+
+
 def _bounded(holder: HolderSeries) -> bool:
-    if holder.kind == "dataloader":
-        return True
     if holder.detail.get("maxlen") is not None:
         return True  # deque(maxlen=...) cannot grow past its bound
     return holder.kind == "cache" and holder.detail.get("maxsize") is not None
 
 
-def _uncapped(steps: list[int], values: list[float]) -> tuple[list[int], list[float]]:
+def _uncapped(steps: list[float], values: list[float]) -> tuple[list[float], list[float]]:
     """Graph counts stop at the walker's cap: the samples before it, plus one at it."""
     if not values or values[-1] < GRAPH_NODES_CAP:
         return steps, values
@@ -93,48 +124,50 @@ def _uncapped(steps: list[int], values: list[float]) -> tuple[list[int], list[fl
     return [steps[i] for i in keep], [values[i] for i in keep]
 
 
-def _judge(data: RunData, holder: HolderSeries, metric: Metric, main_slope: float,
-           replay: bool) -> Finding | None:
+def _judge(data: RunData, holder: HolderSeries, metric: Metric, all_steps: list[float],
+           replay: bool) -> HolderFinding | None:
     if metric.values[-1] <= metric.values[0]:
         return None  # cheap pre-filter: most holders are flat
-    steps, values = holder.steps, metric.values
+    steps, values = all_steps, metric.values
     if metric.graph:
         steps, values = _uncapped(steps, values)
-    trend = judge(steps, values, warmup=metric.warmup(data.steps),
-                  min_growth=metric.min_growth, exact=True)
+    warmup = metric.warmup(data.steps)
+    trend = judge(steps, values, warmup=warmup, min_growth=metric.min_growth, exact=True)
     if not trend.growing:
         return None
-    warmup = metric.warmup(data.steps)
-    bytes_rate = trend.slope if metric.unit == "bytes" else _bytes_rate(holder, warmup)
-    if bytes_rate <= 0 and metric.kind in ("autograd_graph", "cache", "tensor_growth", "figures"):
-        bytes_rate = main_slope  # no per-item size: the process's own growth
+    own_rate = trend.slope if metric.unit == "bytes" else _bytes_rate(holder, warmup)
     per_epoch, steps_per_epoch = _per_epoch(data, holder, values)
-    name = _short_name(holder)
+    name = short_name(holder)
     advice = advice_for(_advice_kind(metric.kind, holder), name)
     finding = Finding(
-        kind=metric.kind, severity=_severity(metric.kind, bytes_rate, trend),
-        culprit=_culprit(holder, metric, trend.slope, bytes_rate, per_epoch, steps_per_epoch),
-        fix=advice.fix, pattern=advice.pattern, signal="main_uss",
-        bytes_per_step=round(bytes_rate, 1),
+        kind=metric.kind, severity=_severity(metric.kind, own_rate, trend),
+        culprit=_culprit(holder, metric, trend.slope, per_epoch, steps_per_epoch),
+        fix=advice.fix, pattern=advice.pattern.anchor, pattern_title=advice.pattern.title,
+        signal=_signal_of(holder), holder_bytes_per_step=round(own_rate, 1) if own_rate else None,
         objects_per_step=round(_item_rate(holder, metric, trend, warmup), 4),
         per_epoch=per_epoch, holder_path=holder.holder,
-        bytes_per_epoch=round(bytes_rate * steps_per_epoch, 1) if per_epoch else None,
-        retained_bytes=int(holder.bytes[-1]) or None,
-        source=find_source(data.meta.get("script"), holder.kind, name) or holder.detail.get("source"),
+        retained_bytes=int(holder.bytes[-1]) or None, retained_at_step=int(holder.steps[-1]),
+        source=find_source(data.meta.get("script"), holder.kind, name) or holder.detail.get(
+            "source"),
         evidence=[_evidence(holder, metric, values, steps, trend)])
-    finding.oom = project(data, "main_uss", current(data, "main_uss"), bytes_rate)
     if replay:
         finding.detected_at_step = first_growing_step(
             steps, values, min_growth=metric.min_growth, exact=True,
             warmup=lambda step: metric.warmup(int(step)))
-    return finding
+    return HolderFinding(finding, trend.first_step, holder,
+                         steps_per_epoch if per_epoch else 0.0)
+
+
+def _signal_of(holder: HolderSeries) -> str:
+    device = str(holder.detail.get("device") or "cpu")
+    return S.CUDA_ALLOCATED.value if device.startswith("cuda") else S.MAIN_USS.value
 
 
 def _evidence(holder: HolderSeries, metric: Metric, values: Sequence[float],
-              steps: Sequence[int], trend: Trend) -> str:
-    show = fmt_bytes if metric.unit == "bytes" else (lambda v: f"{v:.0f}")
-    return (f"{holder.holder}: {metric.unit} {show(values[0])} at step {steps[0]} -> "
-            f"{show(values[-1])} at step {steps[-1]} ({trend.reason})")
+              steps: Sequence[float], trend: Trend) -> str:
+    show = format_bytes if metric.unit == "bytes" else (lambda v: f"{v:,.0f}")
+    return (f"{display_name(holder)}: {metric.unit} {show(values[0])} at step {steps[0]:.0f} -> "
+            f"{show(values[-1])} at step {steps[-1]:.0f} ({trend.reason})")
 
 
 def _item_rate(holder: HolderSeries, metric: Metric, trend: Trend, warmup: float) -> float:
@@ -144,7 +177,7 @@ def _item_rate(holder: HolderSeries, metric: Metric, trend: Trend, warmup: float
     return max(0.0, theil_sen([p[0] for p in pts], [p[1] for p in pts])) if len(pts) > 1 else 0.0
 
 
-def _short_name(holder: HolderSeries) -> str:
+def short_name(holder: HolderSeries) -> str:
     """The identifier a user would grep for: ``train_outputs``, ``build_pair_mask``."""
     if holder.kind == "cache":
         return str(holder.detail.get("function", "")).split(".")[-1]
@@ -152,10 +185,10 @@ def _short_name(holder: HolderSeries) -> str:
 
 
 def _advice_kind(kind: str, holder: HolderSeries) -> str:
-    if kind in ("tensor_list", "container") and "metric" in holder.holder.lower():
-        return "metric_state"
-    if kind == "tensor_growth":
-        return "tensor_list"
+    if kind in (K.TENSOR_LIST, K.CONTAINER) and "metric" in holder.holder.lower():
+        return K.METRIC_STATE
+    if kind == K.TENSOR_GROWTH and holder.kind == "container":
+        return K.TENSOR_LIST
     return kind
 
 
@@ -178,37 +211,36 @@ def _per_epoch(data: RunData, holder: HolderSeries, values: Sequence[float]) -> 
     return samples_per_epoch > 1.5 and rises <= 1.3 * len(ends), steps_per_epoch
 
 
-def _severity(kind: str, bytes_rate: float, trend: Trend) -> str:
-    if bytes_rate >= HIGH_BYTES_PER_STEP:
-        return "high"
-    if kind in ("autograd_graph", "hooks", "figures", "cache", "tensor_list_graph"):
-        return "medium"
-    if kind == "tensor_list" and trend.slope >= 0.2:
-        return "medium"
-    return "medium" if bytes_rate >= MEDIUM_BYTES_PER_STEP else "low"
+def _severity(kind: str, own_rate: float, trend: Trend) -> str:
+    if own_rate >= HIGH_BYTES_PER_STEP:
+        return Severity.HIGH.value
+    if kind in (K.AUTOGRAD_GRAPH, K.HOOKS, K.FIGURES, K.CACHE, K.TENSOR_LIST_GRAPH, K.BUFFER):
+        return Severity.MEDIUM.value
+    if kind == K.TENSOR_LIST and trend.slope >= 0.2:
+        return Severity.MEDIUM.value
+    return Severity.MEDIUM.value if own_rate >= MEDIUM_BYTES_PER_STEP else Severity.LOW.value
 
 
-def _culprit(holder: HolderSeries, metric: Metric, slope: float, bytes_rate: float,
-             per_epoch: bool, steps_per_epoch: float) -> str:
+def _culprit(holder: HolderSeries, metric: Metric, slope: float, per_epoch: bool,
+             steps_per_epoch: float) -> str:
+    """Who holds it and what grows in it (rates in bytes are added with the measured rate)."""
     scale, per = (steps_per_epoch, "epoch") if per_epoch else (1.0, "step")
-    if metric.unit == "bytes":
-        rate = f"+{fmt_bytes(slope * scale)}/{per} retained"
-        size = ""
-    else:
-        rate = f"+{slope * scale:.3g} {metric.unit}/{per}"
-        size = f", {fmt_bytes(bytes_rate * scale)}/{per}" if bytes_rate > 0 else ""
     label = display_name(holder)
-    if metric.kind == "autograd_graph":
-        return f"{label} (Tensor with grad_fn): autograd graph {rate}{size}"
-    if metric.kind == "hooks":
-        return f"{label} ({rate}, hook {holder.detail.get('hook', '?')}{size})"
-    if metric.kind == "cache":
-        return f"{label} ({rate}; maxsize=None{size})"
-    if metric.kind == "figures":
-        return f"matplotlib.pyplot: {holder.length[-1]:.0f} open figures ({rate}{size})"
+    if metric.unit == "bytes":
+        what = f"{holder.type_name}" if holder.kind != "buffer" else holder.type_name
+        return f"{label} ({what}, its own size {format_bytes(slope * scale, signed=True)}/{per})"
+    rate = f"+{slope * scale:.3g} {metric.unit}/{per}"
+    if metric.kind == K.AUTOGRAD_GRAPH:
+        return f"{label} (Tensor with grad_fn): autograd graph {rate}"
+    if metric.kind == K.HOOKS:
+        return f"{label} ({rate}, hook {holder.detail.get('hook', '?')})"
+    if metric.kind == K.CACHE:
+        return f"{label} ({rate}; maxsize=None)"
+    if metric.kind == K.FIGURES:
+        return f"matplotlib.pyplot: {holder.length[-1]:.0f} open figures ({rate})"
     item = holder.detail.get("item_type")
     what = f"{holder.type_name} of {item}" if item else holder.type_name
-    return f"{label} ({what}, {rate}{size})"
+    return f"{label} ({what}, {rate})"
 
 
 def display_name(holder: HolderSeries) -> str:
@@ -217,6 +249,7 @@ def display_name(holder: HolderSeries) -> str:
     label = holder.detail.get("label")
     if not label or label == holder.holder:
         return holder.holder
-    if label.startswith(("local ", "global ", "closure ")):
+    if label.startswith(("local ", "global ", "closure ", "thread ", "torch ", "logging ",
+                         "atexit", "weakref", "live threads", "gc.")):
         return label
     return f"{label} (via {holder.holder})"

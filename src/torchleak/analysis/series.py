@@ -1,11 +1,28 @@
-"""Read a trace into plain series: what the detectors work on, live or after the run."""
+"""A trace read into plain series: what the detectors work on, live or after the run.
+
+``RunDataBuilder`` reads the trace through ``torchleak.trace.rows``, only the rows it has
+not seen, so the live detector pays for what is new and the end-of-run analysis streams
+the file. Every series keeps at most ``MAX_POINTS`` points: past that, neighbouring
+points merge into their trough (the lower one), which is what leak detection compares,
+while the series' peak and last value are kept exactly. Memory therefore stays bounded
+however long the run is.
+"""
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
+
+from torchleak.trace import rows
+from torchleak.trace.reader import read_meta
+
+MAX_POINTS = 2048
+MAX_HOLDERS = 2000
+MAX_MARKS = 5000
+MAX_EVENTS = 200
 
 
 @dataclass
@@ -14,6 +31,33 @@ class Series:
     unit: str
     x: list[float] = field(default_factory=list)  # steps
     y: list[float] = field(default_factory=list)
+    peak: float | None = None
+    last: float | None = None
+    last_step: float | None = None
+    max_points: int = MAX_POINTS
+
+    def add(self, step: float, value: float) -> None:
+        self.peak = value if self.peak is None else max(self.peak, value)
+        self.last, self.last_step = value, step
+        self.x.append(step)
+        self.y.append(value)
+        if len(self.x) > self.max_points:
+            self._halve()
+
+    def _halve(self) -> None:
+        """Merge neighbours into their trough: half the points, same troughs."""
+        xs, ys = [], []
+        for i in range(0, len(self.x) - 1, 2):
+            j = i if self.y[i] <= self.y[i + 1] else i + 1
+            xs.append(self.x[j])
+            ys.append(self.y[j])
+        if len(self.x) % 2:
+            xs.append(self.x[-1])
+            ys.append(self.y[-1])
+        self.x, self.y = xs, ys
+
+    def __bool__(self) -> bool:
+        return bool(self.x)
 
 
 @dataclass
@@ -21,7 +65,7 @@ class HolderSeries:
     holder: str
     kind: str
     type_name: str
-    steps: list[int] = field(default_factory=list)
+    steps: list[float] = field(default_factory=list)
     length: list[float] = field(default_factory=list)
     bytes: list[float] = field(default_factory=list)
     tensors: list[float] = field(default_factory=list)
@@ -29,140 +73,234 @@ class HolderSeries:
     graph_nodes: list[float] = field(default_factory=list)
     detail: dict[str, Any] = field(default_factory=dict)
 
+    def add(self, step: float, length: float, nbytes: float, tensors: float, gfn: float,
+            nodes: float) -> None:
+        if self.steps and step == self.steps[-1]:
+            return  # a quick re-measure and a full walk at the same step: keep the first
+        for values, value in ((self.steps, step), (self.length, length), (self.bytes, nbytes),
+                              (self.tensors, tensors), (self.grad_fn_tensors, gfn),
+                              (self.graph_nodes, nodes)):
+            values.append(value)
+        if len(self.steps) > MAX_POINTS:
+            self._halve()
+
+    def _halve(self) -> None:
+        keep = [i if self.length[i] <= self.length[i + 1] else i + 1
+                for i in range(0, len(self.steps) - 1, 2)]
+        if len(self.steps) % 2:
+            keep.append(len(self.steps) - 1)
+        for name in ("steps", "length", "bytes", "tensors", "grad_fn_tensors", "graph_nodes"):
+            values = getattr(self, name)
+            setattr(self, name, [values[i] for i in keep])
+
 
 @dataclass
 class RunData:
     steps: int = 0
     step_seconds: float | None = None  # median wall time of a step
-    memory: dict[str, Series] = field(default_factory=dict)
+    memory: dict[str, Series] = field(default_factory=dict)  # main_uss, workers_uss, cuda_*
+    rss: Series = field(default_factory=lambda: Series("main_rss", "bytes"))
+    heap: dict[str, Series] = field(default_factory=dict)  # py_blocks, malloc_in_use, ...
     holders: dict[str, HolderSeries] = field(default_factory=dict)
     census: dict[str, Series] = field(default_factory=dict)
-    marks: list[tuple[int, str]] = field(default_factory=list)
+    breakdown: dict[str, Series] = field(default_factory=dict)
+    marks: list[tuple[int, str, str | None]] = field(default_factory=list)
+    events: list[tuple[float, int, str, str, str]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    full_walks: list[int] = field(default_factory=list)
+    monitor_ms: list[float] = field(default_factory=list)  # a bounded sample, for the median
     cuda_total: int | None = None
+    cuda_extra: dict[str, float] = field(default_factory=dict)  # retries, ooms, inactive split
 
     def epoch_ends(self) -> list[int]:
         """Steps at which an epoch ended: 'epoch' marks, else validation ends."""
-        epochs = [s for s, name in self.marks if name == "epoch"]
+        epochs = [s for s, name, _ in self.marks if name == "epoch"]
         if len(epochs) >= 2:
             return epochs
-        return [s for s, name in self.marks if name == "validation_end"]
+        return [s for s, name, _ in self.marks if name == "validation_end"]
+
+    def current(self, signal: str) -> float:
+        series = self.memory.get(signal)
+        return float(series.last) if series and series.last is not None else 0.0
+
+
+class RunDataBuilder:
+    """Builds a ``RunData`` from a trace and keeps it up to date with new rows."""
+
+    def __init__(self) -> None:
+        self.data = RunData()
+        self._cursor: dict[str, int] = {}
+        self._durations: deque[float] = deque(maxlen=4096)
+        self._monitor: deque[float] = deque(maxlen=4096)
+        self._sweep: tuple[float, float, dict[int, float]] | None = None  # workers' sweep
+
+    def update(self, conn: sqlite3.Connection) -> RunData:
+        data = self.data
+        data.meta = read_meta(conn)
+        self._steps(conn)
+        self._workers(conn)
+        self._heap(conn)
+        self._cuda(conn)
+        self._holders(conn)
+        self._census(conn)
+        self._marks_events(conn)
+        if self._durations:
+            ordered = sorted(self._durations)
+            data.step_seconds = ordered[len(ordered) // 2] / 1000.0
+        data.monitor_ms = list(self._monitor)
+        return data
+
+    def _after(self, key: str) -> int:
+        return self._cursor.get(key, 0)
+
+    def _steps(self, conn: sqlite3.Connection) -> None:
+        data = self.data
+        uss = data.memory.setdefault("main_uss", Series("main_uss", "bytes"))
+        last = self._after("steps")
+        for step, _t, duration, _epoch, _phase, rss, value, monitor in rows.steps(conn, last):
+            if value is not None:
+                uss.add(step, float(value))
+            if rss is not None:
+                data.rss.add(step, float(rss))
+            if duration is not None:
+                self._durations.append(float(duration))
+            if monitor is not None:
+                self._monitor.append(float(monitor))
+            last = step
+        self._cursor["steps"] = last
+        data.steps = last
+
+    def _workers(self, conn: sqlite3.Connection) -> None:
+        """One point per sampler sweep (rows of a sweep share their time): the sum of the
+        workers' USS, each worker once."""
+        series = self.data.memory.get("workers_uss")
+        last = self._after("workers")
+        for rowid, step, t, pid, _rss, uss, _pss in rows.process_samples(conn, "worker", last):
+            if self._sweep is not None and self._sweep[0] != t:
+                series = self._close_sweep(series)
+            if self._sweep is None:
+                self._sweep = (t, step, {})
+            self._sweep[2][int(pid)] = float(uss or 0)
+            last = rowid
+        self._cursor["workers"] = last
+
+    def _close_sweep(self, series: Series | None) -> Series:
+        if series is None:
+            series = self.data.memory.setdefault("workers_uss", Series("workers_uss", "bytes"))
+        assert self._sweep is not None
+        _t, step, by_pid = self._sweep
+        series.add(step, sum(by_pid.values()))
+        self._sweep = None
+        return series
+
+    def finish(self) -> RunData:
+        """Close the last open sweep (call once the trace is complete)."""
+        if self._sweep is not None:
+            self._close_sweep(self.data.memory.get("workers_uss"))
+        return self.data
+
+    def _heap(self, conn: sqlite3.Connection) -> None:
+        heap = self.data.heap
+        last = self._after("heap")
+        names = ("py_blocks", "malloc_in_use", "malloc_free", "malloc_mmapped")
+        for rowid, step, _t, *values in rows.heap_samples(conn, last):
+            for name, value in zip(names, values):
+                if value is not None:
+                    unit = "count" if name == "py_blocks" else "bytes"
+                    heap.setdefault(name, Series(name, unit)).add(step, float(value))
+            last = rowid
+        self._cursor["heap"] = last
+
+    def _cuda(self, conn: sqlite3.Connection) -> None:
+        data = self.data
+        last = self._after("cuda")
+        for step, allocated, reserved, inactive, retries, ooms, _free, total in rows.cuda_samples(
+                conn, 0, last):
+            data.memory.setdefault("cuda_allocated", Series("cuda_allocated", "bytes")).add(
+                step, float(allocated or 0))
+            data.memory.setdefault("cuda_reserved_unused", Series(
+                "cuda_reserved_unused", "bytes")).add(step, float((reserved or 0) - (allocated or 0)))
+            data.cuda_total = total or data.cuda_total
+            data.cuda_extra = {"inactive_split": float(inactive or 0),
+                               "num_alloc_retries": float(retries or 0),
+                               "num_ooms": float(ooms or 0)}
+            last = step
+        self._cursor["cuda"] = last
+
+    def _holders(self, conn: sqlite3.Connection) -> None:
+        data = self.data
+        last_walk = self._after("walks")
+        for step, kind, *_ in rows.holder_walks(conn, last_walk):
+            if kind == "full":
+                data.full_walks.append(int(step))
+            last_walk = step
+        self._cursor["walks"] = last_walk
+        if len(data.full_walks) > MAX_POINTS:
+            data.full_walks = data.full_walks[::2]
+        last = self._after("holders")
+        for step, holder, kind, type_name, length, nbytes, tensors, gfn, nodes, detail in (
+                rows.holders(conn, last)):
+            series = data.holders.get(holder)
+            if series is None:
+                if len(data.holders) >= MAX_HOLDERS:
+                    self._forget_oldest_holder()
+                series = data.holders[holder] = HolderSeries(holder, kind, type_name or "")
+            series.add(step, float(length or 0), float(nbytes or 0), float(tensors or 0),
+                       float(gfn or 0), float(nodes or 0))
+            if detail:
+                try:
+                    parsed = json.loads(detail)
+                except (ValueError, RecursionError):
+                    parsed = None
+                if isinstance(parsed, dict):
+                    series.detail.update(parsed)
+            last = step
+        self._cursor["holders"] = last
+
+    def _forget_oldest_holder(self) -> None:
+        holders = self.data.holders
+        stale = min(holders, key=lambda h: holders[h].steps[-1] if holders[h].steps else 0)
+        del holders[stale]
+
+    def _census(self, conn: sqlite3.Connection) -> None:
+        census = self.data.census
+        names = ("tensors", "tensor_bytes", "grad_fn_tensors", "graph_nodes", "graph_bytes",
+                 "gc_objects")
+        last = self._after("census")
+        for step, *values in rows.census(conn, last):
+            for name, value in zip(names, values):
+                unit = "bytes" if "bytes" in name else "count"
+                census.setdefault(name, Series(name, unit)).add(step, float(value or 0))
+            last = step
+        self._cursor["census"] = last
+        last_split = self._after("breakdown")
+        for step, category, nbytes in rows.breakdown(conn, last_split):
+            self.data.breakdown.setdefault(category, Series(category, "bytes")).add(
+                step, float(nbytes or 0))
+            last_split = step
+        self._cursor["breakdown"] = last_split
+
+    def _marks_events(self, conn: sqlite3.Connection) -> None:
+        data = self.data
+        last = self._after("marks")
+        for rowid, step, _t, name, value in rows.marks(conn, last):
+            data.marks.append((int(step), str(name), None if value is None else str(value)))
+            last = rowid
+        self._cursor["marks"] = last
+        if len(data.marks) > MAX_MARKS:
+            data.marks = data.marks[-MAX_MARKS:]
+        last = self._after("events")
+        for rowid, t, step, kind, source, message in rows.events(conn, last):
+            data.events.append((float(t), int(step or 0), str(kind), str(source or ""),
+                                str(message or "")))
+            last = rowid
+        self._cursor["events"] = last
+        if len(data.events) > MAX_EVENTS:
+            data.events = data.events[-MAX_EVENTS:]
 
 
 def load(conn: sqlite3.Connection) -> RunData:
-    data = RunData()
-    data.meta = {k: _json(v) for k, v in conn.execute("SELECT key, value FROM meta")}
-    _load_steps(conn, data)
-    _load_workers(conn, data)
-    _load_cuda(conn, data)
-    _load_holders(conn, data)
-    _load_census(conn, data)
-    data.marks = [(int(s), str(n)) for s, n in conn.execute("SELECT step, name FROM marks ORDER BY t")]
-    return data
-
-
-def _json(value: str) -> Any:
-    try:
-        return json.loads(value)
-    except ValueError:
-        return value
-
-
-def _load_steps(conn: sqlite3.Connection, data: RunData) -> None:
-    uss = Series("main_uss", "bytes")
-    durations = []
-    for step, value, duration in conn.execute("SELECT step, uss, duration_ms FROM steps ORDER BY step"):
-        if value is not None:
-            uss.x.append(step)
-            uss.y.append(float(value))
-        if duration is not None:
-            durations.append(duration)
-        data.steps = step
-    data.memory[uss.name] = uss
-    if durations:
-        durations.sort()
-        data.step_seconds = durations[len(durations) // 2] / 1000.0
-
-
-def _load_workers(conn: sqlite3.Connection, data: RunData) -> None:
-    rows = conn.execute("SELECT step, t, pid, uss FROM process_samples WHERE role='worker' "
-                        "ORDER BY t").fetchall()
-    if not rows:
-        return
-    # Sum the latest sample of each live worker at each sampled step.
-    series = Series("workers_uss", "bytes")
-    by_step: dict[int, dict[int, int]] = {}
-    for step, _t, pid, uss in rows:
-        by_step.setdefault(step, {})[pid] = uss or 0
-    for step in sorted(by_step):
-        series.x.append(step)
-        series.y.append(float(sum(by_step[step].values())))
-    data.memory[series.name] = series
-
-
-def _load_cuda(conn: sqlite3.Connection, data: RunData) -> None:
-    alloc, frag = Series("cuda_allocated", "bytes"), Series("cuda_reserved_unused", "bytes")
-    for step, a, r, total in conn.execute(
-            "SELECT step, allocated, reserved, total FROM cuda_samples WHERE device=0 ORDER BY step"):
-        alloc.x.append(step)
-        alloc.y.append(float(a or 0))
-        frag.x.append(step)
-        frag.y.append(float((r or 0) - (a or 0)))
-        data.cuda_total = total
-    if alloc.x:
-        data.memory[alloc.name] = alloc
-        data.memory[frag.name] = frag
-
-
-def _full_walk_steps(conn: sqlite3.Connection) -> list[int]:
-    try:
-        return [int(r[0]) for r in conn.execute(
-            "SELECT step FROM holder_walks WHERE kind='full' ORDER BY step")]
-    except sqlite3.OperationalError:  # traces written before the table existed
-        return []
-
-
-def _load_holders(conn: sqlite3.Connection, data: RunData) -> None:
-    query = ("SELECT step, holder, kind, type_name, length, bytes, tensors, grad_fn_tensors, "
-             "graph_nodes, detail FROM holders ORDER BY step")
-    for step, holder, kind, type_name, length, nbytes, tensors, gfn, nodes, detail in conn.execute(query):
-        series = data.holders.get(holder)
-        if series is None:
-            series = data.holders[holder] = HolderSeries(holder, kind, type_name or "")
-        series.steps.append(step)
-        series.length.append(float(length or 0))
-        series.bytes.append(float(nbytes or 0))
-        series.tensors.append(float(tensors or 0))
-        series.grad_fn_tensors.append(float(gfn or 0))
-        series.graph_nodes.append(float(nodes or 0))
-        if detail:
-            series.detail = {**series.detail, **_json(detail)}
-    _prepend_empty(data, _full_walk_steps(conn))
-
-
-def _prepend_empty(data: RunData, walks: list[int]) -> None:
-    """Empty containers are not recorded: a holder missing from a full walk before its
-    first sample was empty (or not created yet), so it starts from zero there. This is
-    what lets a list filled once per epoch show its first rise."""
-    import bisect
-
-    for series in data.holders.values():
-        if not series.steps:
-            continue
-        i = bisect.bisect_left(walks, series.steps[0])
-        if i == 0 or series.kind not in ("container", "hooks", "cache", "figures"):
-            continue
-        series.steps.insert(0, walks[i - 1])
-        for values in (series.length, series.bytes, series.tensors, series.grad_fn_tensors,
-                       series.graph_nodes):
-            values.insert(0, 0.0)
-
-
-def _load_census(conn: sqlite3.Connection, data: RunData) -> None:
-    names = ("tensors", "tensor_bytes", "grad_fn_tensors", "graph_nodes", "graph_bytes")
-    for name in names:
-        data.census[name] = Series(name, "count" if "bytes" not in name else "bytes")
-    for row in conn.execute(f"SELECT step, {', '.join(names)} FROM census ORDER BY step"):
-        for name, value in zip(names, row[1:]):
-            data.census[name].x.append(row[0])
-            data.census[name].y.append(float(value or 0))
+    """The whole trace, streamed (bounded memory)."""
+    builder = RunDataBuilder()
+    builder.update(conn)
+    return builder.finish()

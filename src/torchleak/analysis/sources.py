@@ -16,7 +16,11 @@ from pathlib import Path
 _GROWING_METHODS = {"append", "extend", "add", "update", "insert", "appendleft", "setdefault"}
 _HOOK_CALLS = {"register_forward_hook", "register_forward_pre_hook", "register_hook",
                "register_full_backward_hook", "register_backward_hook",
-               "register_full_backward_pre_hook"}
+               "register_full_backward_pre_hook", "register_module_forward_hook",
+               "register_module_forward_pre_hook", "register_module_full_backward_hook",
+               "register_post_accumulate_grad_hook", "register_step_post_hook",
+               "register_step_pre_hook", "register_optimizer_step_post_hook",
+               "register_optimizer_step_pre_hook", "register", "finalize", "addHandler"}
 _FIGURE_CALLS = {"figure", "subplots"}
 
 
@@ -43,13 +47,19 @@ def _matches(node: ast.AST, kind: str, name: str) -> bool:
     if kind == "cache" and isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return node.name == name and any(_name_of(d.func if isinstance(d, ast.Call) else d)
                                          in ("lru_cache", "cache") for d in node.decorator_list)
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-        method = node.func.attr
+    if isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+        method = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
         if kind == "hooks":
             return method in _HOOK_CALLS
+        if not isinstance(node.func, ast.Attribute):
+            return False
         if kind == "figures":
             return method in _FIGURE_CALLS and _name_of(node.func.value) in ("plt", "pyplot")
         return method in _GROWING_METHODS and _name_of(node.func.value) == name
+    if kind == "buffer" and isinstance(node, ast.Assign):
+        # `log = log + line` rebinds a longer string every step.
+        return any(_name_of(t) == name for t in node.targets) and isinstance(
+            node.value, ast.BinOp) and _name_of(node.value.left) == name
     if kind in ("hooks", "figures", "cache"):
         return False
     if isinstance(node, ast.AugAssign):
@@ -65,8 +75,7 @@ def _nodes_in_order(tree: ast.Module) -> Iterator[ast.AST]:
 
 
 def find_source(script: str | None, kind: str, name: str) -> str | None:
-    """``file:line: code`` of the first statement that grows ``name``, or None; with the
-    static checker's rule code when ``torchleak check`` flags the same line."""
+    """``file:line: code`` of the first statement that grows ``name``, or None."""
     if not script:
         return None
     tree, lines = _parse(script)
@@ -75,20 +84,5 @@ def find_source(script: str | None, kind: str, name: str) -> str | None:
     for node in _nodes_in_order(tree):
         if _matches(node, kind, name):
             line = node.lineno
-            code = _checker_codes(script).get(line)
-            tag = f"  [torchleak check: {code}]" if code else ""
-            return f"{script}:{line}: {lines[line - 1].strip()}{tag}"
+            return f"{script}:{line}: {lines[line - 1].strip()}"
     return None
-
-
-@lru_cache(maxsize=16)
-def _checker_codes(script: str) -> dict[int, str]:
-    """line -> rule code from the static checker (an optional cross-check)."""
-    try:
-        from torchleak.check import check_source
-
-        text = Path(script).read_text(errors="replace")
-        return {d.line: d.code for d in check_source(text, script) if d.code.startswith("TL")
-                and not d.code.startswith("TL0")}
-    except Exception:  # noqa: BLE001 - the cross-check must never break a report
-        return {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 
-from torchleak.analysis.stats import mad, mann_kendall_z, theil_sen, troughs
+from torchleak.analysis.stats import mad, mann_kendall_z, median, theil_sen, troughs
 
 Z_GROWING = 2.33
 TAIL_FRACTION = 0.4
@@ -42,10 +42,14 @@ class Trend:
     first_step: float = 0.0
     last_step: float = 0.0
     reason: str = ""
+    intercept: float | None = None  # of the fitted line through the troughs
 
     @property
     def growing(self) -> bool:
         return self.verdict == "growing"
+
+    def at(self, step: float) -> float | None:
+        return None if self.intercept is None else self.intercept + self.slope * step
 
 
 def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: float,
@@ -62,7 +66,8 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
         return Trend("healthy", reason="emptied regularly")
     z = mann_kendall_z(ty)
     slope = theil_sen(tx, ty)
-    trend = Trend("healthy", slope, z, ty[0], ty[-1], tx[0], tx[-1])
+    trend = Trend("healthy", slope, z, ty[0], ty[-1], tx[0], tx[-1],
+                  intercept=median([b - slope * a for a, b in zip(tx, ty)]))
     if z < Z_GROWING:
         trend.reason = f"no monotone trend (MK z={z:.2f})"
         return trend

@@ -1,53 +1,73 @@
-"""Turn judged series into a Report: findings, detection step, verdict."""
+"""Turn judged series into a Report: findings, rates, detection steps, verdict, charts."""
 
 from __future__ import annotations
 
-from torchleak.analysis.findings import (MIN_CENSUS_GROWTH, MIN_MEMORY_GROWTH, judge_signals,
-                                         signal_findings, signal_summaries)
+from statistics import median
+from typing import Any
+
+from torchleak.analysis.charts import all_signals, holder_growth, holder_signals
 from torchleak.analysis.holders import holder_findings
+from torchleak.analysis.oom import memory_limit
+from torchleak.analysis.rates import assign_rates
 from torchleak.analysis.series import RunData
+from torchleak.analysis.signals import MIN_CENSUS_GROWTH, MIN_MEMORY_GROWTH, judge_signals, signal_findings
+from torchleak.analysis.thresholds import warmup_steps
 from torchleak.analysis.trend import first_growing_step
-from torchleak.analysis.units import warmup_steps
-from torchleak.report import Finding, Report
+from torchleak.report import Event, Finding, Mark, Report
+from torchleak.vocab import Severity, Signal as S, Verdict
 
 MIN_STEPS = 20  # fewer steps cannot separate warm-up from growth
-_SEVERITY_ORDER = {"high": 0, "medium": 1, "low": 2}
+_RUN_KEYS = ("name", "script", "argv", "status", "exit_code", "start_time", "end_time", "pid",
+             "hostname", "python", "torch", "platform", "devices", "ram_total", "swap_total",
+             "cgroup_limit", "gpu_totals", "budget_pct", "torchleak_version", "rank",
+             "world_size")
 
 
 def build_report(data: RunData, replay: bool = True) -> Report:
     """``replay``: find each finding's detection step by replaying the online rule over
     prefixes of its series (off for the live detector, which records first firings)."""
-    memory = judge_signals(data)
-    main = memory.get("main_uss")
-    main_slope = main[1].slope if main and main[1].growing else 0.0
-    named = holder_findings(data, main_slope, replay)
-    signals = signal_findings(data, memory, named)
+    judged = judge_signals(data)
+    holders = holder_findings(data, replay)
+    named = [h.finding for h in holders]
+    others = signal_findings(data, judged, named)
+    assign_rates(data, judged, holders, others)
     if replay:
-        for finding in signals:
+        for finding in others:
             finding.detected_at_step = _signal_detection(data, finding)
-    findings = named + signals
+    findings = named + others
     for finding in findings:
         if finding.detected_at_step is None:
             finding.detected_at_step = data.steps
-    findings.sort(key=lambda f: (_SEVERITY_ORDER.get(f.severity, 3), -(f.bytes_per_step or 0)))
-    serious = [f for f in findings if f.severity in ("high", "medium")]
-    report = Report(verdict="no_leak", steps=data.steps, findings=findings,
-                    signals=signal_summaries(memory), run=_run_info(data))
+    findings.sort(key=lambda f: (Severity(f.severity).rank, -(f.bytes_per_step or 0)))
+    report = Report(verdict=Verdict.NO_LEAK.value, steps=data.steps, findings=findings,
+                    signals=all_signals(data, judged) + holder_signals(data, findings),
+                    run=run_info(data.meta), holders=holder_growth(data),
+                    marks=[Mark(s, n, v) for s, n, v in data.marks],
+                    events=[Event(*e) for e in data.events], limit=_limit(data),
+                    guard=data.meta.get("guard") if isinstance(data.meta.get("guard"), dict)
+                    else None, safe=_safe(data.meta), overhead=overhead(data),
+                    breakdown={name: [[x, y] for x, y in zip(s.x, s.y)]
+                               for name, s in data.breakdown.items()})
+    _decide(report, data)
+    return report
+
+
+def _decide(report: Report, data: RunData) -> None:
+    serious = report.serious
     if serious:
-        report.verdict = "leak"
+        report.verdict = Verdict.LEAK.value
         n = len(serious)
         report.reason = (f"{n} holder{'s' if n > 1 else ''} or signal{'s' if n > 1 else ''} "
                          f"grow{'' if n > 1 else 's'} without bound")
     elif data.steps < MIN_STEPS:
-        report.verdict = "inconclusive"
-        report.reason = (f"only {data.steps} training steps were recorded; at least {MIN_STEPS} "
-                         "are needed to tell warm-up from growth")
+        report.verdict = Verdict.INCONCLUSIVE.value
+        report.reason = (f"only {data.steps} training steps were recorded; at least "
+                         f"{MIN_STEPS} are needed to tell warm-up from growth")
         if data.steps == 0:
             report.reason += (" (no optimizer.step() was seen: call torchleak.watch().step() "
                               "in loops without a torch.optim optimizer)")
     else:
         report.reason = "memory and holders are flat after warm-up"
-    return report
 
 
 def _signal_detection(data: RunData, finding: Finding) -> int | None:
@@ -55,11 +75,38 @@ def _signal_detection(data: RunData, finding: Finding) -> int | None:
     series = data.memory.get(finding.signal) or data.census.get(finding.signal)
     if series is None:
         return None
-    min_growth = MIN_MEMORY_GROWTH.get(finding.signal, MIN_CENSUS_GROWTH.get(finding.signal, 0.0))
+    min_growth = MIN_MEMORY_GROWTH.get(finding.signal,  # type: ignore[call-overload]
+                                       MIN_CENSUS_GROWTH.get(finding.signal, 0.0))
     return first_growing_step(series.x, series.y, min_growth=min_growth, exact=False,
                               warmup=warmup_steps)
 
 
-def _run_info(data: RunData) -> dict[str, object]:
-    keys = ("name", "script", "status", "exit_code", "start_time", "end_time", "pid")
-    return {k: data.meta.get(k) for k in keys if k in data.meta}
+def run_info(meta: dict[str, Any]) -> dict[str, Any]:
+    return {k: meta[k] for k in _RUN_KEYS if k in meta}
+
+
+def _limit(data: RunData) -> dict[str, Any]:
+    found = memory_limit(data, S.MAIN_USS)
+    return {"bytes": found[0], "name": found[1]} if found else {}
+
+
+def _safe(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    safe = meta.get("safe")
+    return [s for s in safe if isinstance(s, dict)] if isinstance(safe, list) else []
+
+
+def overhead(data: RunData) -> dict[str, Any]:
+    """torchleak's own cost, measured: its time at each boundary against a step's time."""
+    if not data.monitor_ms or not data.step_seconds:
+        return {}
+    ms = median(data.monitor_ms)
+    step_ms = data.step_seconds * 1000.0
+    probes = data.meta.get("monitor_seconds")
+    costs = {"ms_per_step": round(ms, 4), "share": round(ms / (step_ms + ms), 4),
+             "step_ms": round(step_ms, 3)}
+    if isinstance(probes, (int, float)):
+        costs["probe_seconds"] = round(float(probes), 3)
+    disabled = data.meta.get("probes_disabled")
+    if isinstance(disabled, list) and disabled:
+        costs["disabled"] = disabled
+    return costs

@@ -17,11 +17,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from torchleak.views.runs import list_runs, runs_dir
+    from torchleak.analysis.runs import summarize
+    from torchleak.trace.catalog import find_runs, runs_dir
     from torchleak.views.runs_table import runs_json, runs_table
 
     folder = runs_dir(args.runs_dir)
-    runs = list_runs(folder)
+    runs = sorted((summarize(r) for r in find_runs(folder)),
+                  key=lambda r: (r.start_time or 0.0, r.path.as_posix()))
     if args.format == "json":
         sys.stdout.write(runs_json(runs))
         return 0
@@ -30,9 +32,4 @@ def execute(args: argparse.Namespace) -> int:
               "(or set --runs-dir / $TORCHLEAK_RUNS_DIR)", file=sys.stderr)
         return 0
     sys.stdout.write(runs_table(runs))
-    for run in runs:
-        if run.error:
-            print(f"torchleak: {run.path}: {run.error}", file=sys.stderr)
     return 0
-
-

@@ -19,12 +19,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=None,
                         help="write to this file instead of standard output")
     parser.add_argument("--runs-dir", type=Path, default=None,
-                        help="where to find the newest run (default: $TORCHLEAK_RUNS_DIR or ./torchleak-runs)")
+                        help="where to find the newest run (default: $TORCHLEAK_RUNS_DIR or "
+                             "./torchleak-runs)")
 
 
 def execute(args: argparse.Namespace) -> int:
-    from torchleak.views import build_view, get_renderer
-    from torchleak.views.runs import resolve_run
+    from torchleak.analysis.runs import run_report
+    from torchleak.commands.crossref import annotate
+    from torchleak.trace.catalog import resolve_run
+    from torchleak.views import get_renderer
 
     fmt = args.format or _format_for(args.output)
     options = {}
@@ -32,14 +35,16 @@ def execute(args: argparse.Namespace) -> int:
         to_terminal = args.output is None and sys.stdout.isatty()
         options = {"color": to_terminal, "width": _width() if to_terminal else 100}
     renderer = get_renderer(fmt, **options)
-    text = renderer.render(build_view(resolve_run(args.run, args.runs_dir)))
+    report = run_report(resolve_run(args.run, args.runs_dir))
+    annotate(report)
+    text = renderer.render(report)
     if args.output is None:
         sys.stdout.write(text)
         return 0
     try:
         args.output.write_text(text, encoding="utf-8")
     except OSError as err:
-        raise OutputNotWritable(f"cannot write {args.output}: {err.strerror or err}") from err
+        raise OutputNotWritable(f"cannot write {args.output}: {err.strerror or err}") from None
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
 
@@ -55,4 +60,4 @@ def _format_for(output: Path | None) -> str:
 def _width() -> int:
     import shutil
 
-    return max(80, min(shutil.get_terminal_size().columns, 140))
+    return max(80, min(shutil.get_terminal_size().columns, 160))

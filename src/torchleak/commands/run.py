@@ -1,14 +1,25 @@
-"""``torchleak run [options] script.py [args...]`` / ``torchleak run [options] -m module``."""
+"""``torchleak run [options] script.py [args...]`` / ``torchleak run [options] -m module``.
+
+Every option that can fail is checked before the script starts; then the script runs
+exactly as ``python script.py`` would, under a ``Monitor`` (the same engine as
+``torchleak.monitor()``), and keeps its output, exit code and death signal.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import time
+import sys
 from pathlib import Path
 
-from torchleak.errors import EXIT_LEAK, OutputNotWritable, UsageError
-from torchleak.record.runner import Target
+from typing import TYPE_CHECKING
+
+from torchleak.errors import EXIT_GUARD, EXIT_LEAK, OutputNotWritable, UsageError
+from torchleak.live.runner import Target
+
+if TYPE_CHECKING:
+    from torchleak.live.engine import Monitor
+    from torchleak.report import Report
 
 HELP = "record a training script and say whether it leaks"
 
@@ -20,6 +31,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="a name for this run (default: the script's name)")
     parser.add_argument("--budget", metavar="PCT", type=float, default=1.0,
                         help="overhead budget for expensive probes, in %% of wall time (default 1)")
+    parser.add_argument("--limit", metavar="SIZE",
+                        help="the memory limit projections and the guard use, e.g. 12GiB "
+                             "(default: the cgroup's limit, else RAM)")
+    parser.add_argument("--guard", choices=("warn", "checkpoint", "stop"), default="warn",
+                        help="near the limit: warn (snapshot and warning), checkpoint (also "
+                             "call your torchleak.on_guard functions) or stop (then end the "
+                             f"training, exit code {EXIT_GUARD}); default warn")
+    parser.add_argument("--guard-at", metavar="PCT", type=float, default=90.0,
+                        help="the guard fires when memory passes this %% of the limit "
+                             "(default 90)")
+    parser.add_argument("--guard-minutes", metavar="MIN", type=float, default=10.0,
+                        help="... or when the limit is projected within this many minutes "
+                             "(default 10)")
     parser.add_argument("--json", metavar="FILE", help="write the verdict and findings as JSON")
     parser.add_argument("--fail-on-leak", action="store_true",
                         help=f"exit {EXIT_LEAK} when a leak is found and the script succeeded")
@@ -30,18 +54,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from torchleak.live.engine import Monitor, MonitorOptions
+    from torchleak.live.runner import die_like_python, run_target, validate
+
     target = _target(args)
-    from torchleak.record.runner import validate
-
     validate(target)
-    if not 0 < args.budget <= 100:
-        raise UsageError(f"--budget must be a percentage in (0, 100], got {args.budget}")
-    out_dir = _out_dir(args, target)
-    from torchleak.record.orchestrate import record_run
+    json_path = _json_path(args.json)
+    options = MonitorOptions(out=args.out, name=args.name or target.stem,
+                             budget=args.budget / 100, limit=args.limit, guard=args.guard,
+                             guard_share=args.guard_at / 100, guard_minutes=args.guard_minutes,
+                             quiet=args.quiet, script=target.display,
+                             argv=[target.display, *target.args], stream=sys.stderr,
+                             annotate=_annotate_with_checker)
+    monitor = Monitor(options)  # validates every option before the script starts
+    monitor.start()
+    if not args.quiet:
+        monitor.say(f"torchleak: recording {target.display} -> {monitor.trace}")
+    outcome = run_target(target)
+    report = monitor.stop("crashed" if outcome.raised else "finished", outcome.code)
+    _flush_user_streams()
+    if report is not None:
+        if json_path is not None:
+            _write_json(json_path, report.to_json(), monitor)
+        if not args.quiet:
+            from torchleak.views.summary import format_summary
 
-    return record_run(target, out_dir, name=args.name or target.stem, budget=args.budget / 100,
-                      json_path=Path(args.json) if args.json else None,
-                      fail_on_leak=args.fail_on_leak, quiet=args.quiet)
+            monitor.say(format_summary(report, monitor.trace))
+    elif json_path is not None:
+        _write_json(json_path, '{"verdict": "inconclusive", "steps": 0, "findings": [], '
+                               '"reason": "analysis failed"}', monitor)
+    die_like_python(outcome)
+    if args.fail_on_leak and outcome.code == 0 and report is not None and report.verdict == "leak":
+        return EXIT_LEAK
+    return outcome.code
 
 
 def _target(args: argparse.Namespace) -> Target:
@@ -56,28 +101,41 @@ def _target(args: argparse.Namespace) -> Target:
     return Target(Path(rest[0]), None, rest[1:])
 
 
-def _out_dir(args: argparse.Namespace, target: Target) -> Path:
-    if args.out:
-        out = Path(args.out)
-    else:
-        base = Path(os.environ.get("TORCHLEAK_RUNS_DIR", "torchleak-runs"))
-        out = base / f"{args.name or target.stem}-{time.strftime('%Y%m%d-%H%M%S')}"
-        suffix = 1
-        while out.exists() and "RANK" not in os.environ:
-            suffix += 1
-            out = out.with_name(f"{out.name.split('~')[0]}~{suffix}")
-    rank = os.environ.get("RANK")
-    if rank is not None and os.environ.get("WORLD_SIZE", "1") != "1":
-        out = out / f"rank{rank}"  # torchrun: one trace per rank, side by side
+def _json_path(value: str | None) -> Path | None:
+    """Refuse an unwritable --json path now, not after hours of training."""
+    if not value:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise UsageError(f"--json {path} is a folder: pass a file name")
+    existed = path.exists()
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = out / ".torchleak-write-test"
-        probe.write_bytes(b"")
-        probe.unlink()
+        with path.open("a"):
+            pass
     except OSError as err:
-        raise OutputNotWritable(f"cannot write the run folder {out}: {err.strerror or err} "
-                                "(pass --out DIR with a writable folder)") from None
-    if (out / "trace.sqlite").exists():
-        raise OutputNotWritable(f"{out} already holds a trace: pass another --out folder")
-    return out
+        raise OutputNotWritable(f"cannot write --json {path}: {err.strerror or err}") from None
+    if not existed:
+        os.unlink(path)
+    return path
 
+
+def _write_json(path: Path, text: str, monitor: Monitor) -> None:
+    try:
+        path.write_text(text)
+    except OSError as err:  # checked at start; the folder may have gone since
+        monitor.say(f"torchleak: cannot write --json {path}: {err.strerror or err}")
+
+
+def _flush_user_streams() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+
+
+def _annotate_with_checker(report: Report) -> None:
+    """Add the static checker's rule code to a finding whose source line it flags."""
+    from torchleak.commands.crossref import annotate
+
+    annotate(report)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import time
 from pathlib import Path
 
 HELP = "watch a running trace live"
@@ -19,10 +20,34 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    from torchleak.analysis.follow import Follower
     from torchleak.errors import UsageError
-    from torchleak.views.runs import resolve_run
-    from torchleak.views.top import watch
+    from torchleak.trace.catalog import resolve_run
+    from torchleak.views.top_frame import render_frame
 
     if not 0.05 <= args.interval <= 3600:
         raise UsageError(f"--interval must be between 0.05 and 3600 seconds, got {args.interval}")
-    return watch(resolve_run(args.run, args.runs_dir), interval=args.interval, once=args.once)
+    run = resolve_run(args.run, args.runs_dir)
+    console = Console()
+    follower = Follower(run.traces[0])
+    try:
+        if args.once or not console.is_terminal:
+            report = follower.poll()
+            console.print(render_frame(report, args.interval, follower.polled_at), soft_wrap=True)
+            return 0
+        with Live(console=console, auto_refresh=False, transient=False,
+                  redirect_stdout=False, redirect_stderr=False) as live:
+            while True:
+                report = follower.poll()
+                live.update(render_frame(report, args.interval, follower.polled_at),
+                            refresh=True)
+                if report.run.get("status") != "running":
+                    return 0
+                time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0  # Ctrl-C is how one leaves top: not an error
+    finally:
+        follower.close()

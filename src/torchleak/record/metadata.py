@@ -10,9 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-import torch
-
-from torchleak.record.probes.cuda import gpu_totals
 
 
 def cgroup_memory_limit() -> int | None:
@@ -39,7 +36,7 @@ def cgroup_memory_limit() -> int | None:
 
 
 def run_metadata(argv: list[str], script: str, name: str, budget_pct: float) -> dict[str, Any]:
-    gpus = gpu_totals()
+    """What is known before the program imports torch (torchleak never imports it first)."""
     return {
         "name": name,
         "script": script,
@@ -48,12 +45,27 @@ def run_metadata(argv: list[str], script: str, name: str, budget_pct: float) -> 
         "pid": os.getpid(),
         "hostname": socket.gethostname(),
         "python": sys.version.split()[0],
-        "torch": torch.__version__,
         "platform": platform.platform(),
-        "devices": ["cpu"] + [f"cuda:{g['device']}" for g in gpus],
         "ram_total": psutil.virtual_memory().total,
+        "swap_total": psutil.swap_memory().total,
         "cgroup_limit": cgroup_memory_limit(),
-        "gpu_totals": gpus,
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         "budget_pct": budget_pct,
+        "torchleak_version": _version(),
     }
+
+
+def torch_metadata() -> dict[str, Any]:
+    """What is known once the program has imported torch."""
+    import torch
+
+    return {"torch": torch.__version__, "devices": ["cpu"]}
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("torchleak")
+    except PackageNotFoundError:
+        return "unknown"

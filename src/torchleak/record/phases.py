@@ -1,7 +1,8 @@
 """Phase marks with no code changes: a model switched to eval() opens a validation phase.
 
 We wrap ``nn.Module.train`` (which ``eval()`` calls): only the outermost call counts, so
-``model.eval()`` recursing into its children makes one mark, not hundreds.
+``model.eval()`` recursing into its children makes one mark, not hundreds. Inside a
+``torch.compile``d region the wrapper steps aside (the compiler sees the original).
 """
 
 from __future__ import annotations
@@ -26,7 +27,11 @@ class ModeWatcher:
         self._original = original
         watcher = self
 
+        is_compiling = torch.compiler.is_compiling
+
         def train(module: torch.nn.Module, mode: bool = True) -> torch.nn.Module:
+            if is_compiling():
+                return original(module, mode)
             depth = getattr(_local, "depth", 0)
             if depth == 0:
                 watcher._switched(bool(mode))

@@ -1,13 +1,19 @@
 """The recording session: probes wired to step boundaries, writing one trace.
 
-The training thread pays for: a clock read, one ``pread`` of ``/proc/self/statm``,
-CUDA allocator stats when CUDA is initialised, a list append, and the expensive probes
-only when the scheduler grants them. Everything else (children's USS/PSS, SQLite
-writes, online detection) runs on two daemon threads.
+The training thread pays for: a clock read, one ``pread`` of ``/proc/self/statm``, the
+CUDA allocator's two counters when the program uses CUDA, a list append, one check for
+requests from other threads, and the expensive probes only when the scheduler grants
+them. Everything else (children's USS/PSS, the heap split, SQLite writes) runs on daemon
+threads. Nothing here imports torch before the program does: ``attach_torch`` wires the
+torch probes in once the program has imported it.
+
+The recorder records and never judges: the live engine (``torchleak.live``) reads the
+trace, decides, and asks for work at the next boundary through ``request``.
 """
 
 from __future__ import annotations
 
+import collections
 import gc
 import json
 import os
@@ -16,89 +22,111 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psutil
-from torch.optim.optimizer import register_optimizer_step_post_hook
 
-from torchleak.analysis.online import OnlineDetector
-from torchleak.record.phases import ModeWatcher
-from torchleak.record.probes.census import take_census
-from torchleak.record.probes.cuda import CudaProbe, cuda_available
-from torchleak.record.probes.holders import HolderSample, HolderWalker
+from torchleak.record.metadata import torch_metadata
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
 from torchleak.record.schedule import ALL_ANCHORS, Scheduler
 from torchleak.record.steps import StepClock
-from torchleak.trace.schema import STATUS_RUNNING
 from torchleak.trace.writer import TraceWriter
+from torchleak.vocab import RunStatus
 
-_active: Recorder | None = None
+if TYPE_CHECKING:
+    from torchleak.record.probes.heap import HeapSample
+    from torchleak.record.probes.holders import HolderSample, HolderWalker
+
 MAX_SUSPECTS = 24
-
-
-def active_recorder() -> Recorder | None:
-    return _active
+MAX_REMEMBERED_SIZES = 4096
+# A request runs on the training thread at the next boundary, with the user's frame.
+Request = Callable[[FrameType | None], None]
 
 
 class Recorder:
-    def __init__(self, trace_path: Path, metadata: dict[str, Any], budget: float = 0.01) -> None:
-        self.writer = TraceWriter(trace_path)
+    def __init__(self, trace_path: Path, metadata: dict[str, Any], budget: float = 0.01,
+                 claim: bool = True, on_fault: Callable[[str], None] | None = None) -> None:
+        self._on_fault = on_fault
+        self.writer = TraceWriter(trace_path, claim=claim, on_fault=self._writer_fault)
         self.metadata = metadata
         self.clock = StepClock()
         self.scheduler = Scheduler(budget=budget)
         self.step = 0
         self.epoch: int | None = None
         self.phase = "train"
+        self.torch_attached = False
         self._main = MainMemoryProbe()
-        self._cuda = CudaProbe()
-        self._walker = HolderWalker()
-        self._sampler = ChildSampler(self._emit_process, lambda: self.step)
-        self._modes = ModeWatcher(self.mark)
-        self._disabled: set[str] = set()
+        self._sampler = ChildSampler(self._emit_process, lambda: self.step,
+                                     emit_heap=self._emit_heap)
+        self._walker: HolderWalker | None = None
+        self._cuda: Any = None
+        self._modes: Any = None
         self._hook: Any = None
+        self._disabled: set[str] = set()
+        self._requests: collections.deque[Request] = collections.deque()
         self._last_boundary = time.perf_counter()
         self._in_child = False
         self._suspects: list[str] = []
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._last_sizes: dict[str, float] = {}
-        self._cuda_on = cuda_available()  # fixed for the life of the process
         self._census_measured = False
-        self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 µs; updated per census
-        self.online = OnlineDetector(trace_path, self.writer.set_meta, self.event)
-        self.writer.every_flush(self.online.maybe_run)
+        self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 us; updated per census
+        self.boundary_listeners: list[Callable[[int], None]] = []
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
-        global _active
-        meta = dict(self.metadata, start_time=time.time(), status=STATUS_RUNNING,
-                    step_definition="one optimizer step cycle (see torchleak.record.steps)")
+        meta = dict(self.metadata, start_time=time.time(), status=RunStatus.RUNNING.value,
+                    step_definition="one optimizer step cycle (docs/detection.md)")
         for key, value in meta.items():
             self.writer.set_meta(key, value)
         self.writer.flush()
         self.writer.start()
         self._sampler.start()
-        self._modes.install()
-        self._hook = register_optimizer_step_post_hook(self._on_optimizer_step)
         os.register_at_fork(after_in_child=self._forked)
-        _active = self
         self._last_boundary = time.perf_counter()
         self.scheduler.started = _process_start(self._last_boundary)
 
+    def attach_torch(self) -> None:
+        """Wire the torch probes in: the program has imported torch (never called before)."""
+        if self.torch_attached:
+            return
+        import torch
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        from torchleak.record.phases import ModeWatcher
+        from torchleak.record.probes.cuda import CudaProbe
+        from torchleak.record.probes.holders import HolderWalker
+
+        self.torch_attached = True
+        self._walker = HolderWalker()
+        self._cuda = CudaProbe()
+        self._modes = ModeWatcher(self.mark)
+        self._modes.install()
+        is_compiling = torch.compiler.is_compiling
+
+        def on_step(optimizer: Any, args: Any, kwargs: Any) -> None:
+            # Inside torch.compile this is all the compiler sees: no graph break, no warning.
+            if is_compiling():
+                return
+            self._on_optimizer_step(optimizer)
+
+        self._hook = register_optimizer_step_post_hook(on_step)
+        for key, value in torch_metadata().items():
+            self.writer.set_meta(key, value)
+
     def stop(self, status: str, exit_code: int | None) -> None:
-        """Unhook, take the end-of-run census, and write the final metadata."""
-        global _active
-        if _active is self:
-            _active = None
+        """Unhook, take the end-of-run walk, and write the final metadata."""
         if self._hook is not None:
             self._hook.remove()
             self._hook = None
-        self._modes.uninstall()
+        if self._modes is not None:
+            self._modes.uninstall()
         self._sampler.stop()
-        if self.step > 0:
+        if self.step > 0 and self._walker is not None:
             # Module globals and registries outlive the script; its locals do not.
             self._safely("holders", lambda: self._run_holders(self.step, None, "end"))
         if self._sampler.error is not None:
-            self.event("probe_disabled", "process_sampler", repr(self._sampler.error))
+            self.event("probe_disabled", "process_sampler", self._sampler.error)
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
@@ -109,7 +137,6 @@ class Recorder:
         self.writer.flush()
 
     def close(self) -> None:
-        self.online.close()
         self._main.close()
         self.writer.close()
 
@@ -117,39 +144,83 @@ class Recorder:
         # DataLoader workers inherit us: they must never record into the parent's trace.
         self._in_child = True
 
+    def _writer_fault(self, reason: str) -> None:
+        self._disabled.add("trace")
+        if self._on_fault is not None:
+            self._on_fault(reason)
+
+    # requests from other threads ----------------------------------------------------------
+    def request(self, action: Request) -> None:
+        """Run ``action(frame)`` on the training thread at the next step boundary."""
+        self._requests.append(action)
+
+    def _serve_requests(self, frame: FrameType | None) -> None:
+        while self._requests:
+            action = self._requests.popleft()
+            try:
+                action(frame)
+            except Exception as err:  # noqa: BLE001 - BaseExceptions (a guard stop) go through
+                self.event("request_failed", "recorder", f"{type(err).__name__}: {err}")
+
+    def snapshot(self, frame: FrameType | None, reason: str) -> None:
+        """A full holder walk and census now (on the training thread)."""
+        if self._walker is not None:
+            self._safely("holders", lambda: self._run_holders(self.step, frame, reason))
+            self._safely("census", lambda: self._run_census(self.step, reason))
+
+    def walk_now(self, frame: FrameType | None) -> list[HolderSample]:
+        """A holder walk whose samples are returned (and recorded): attach --walk, cleanup."""
+        if self._walker is None:
+            return []
+        samples = self._walker.walk(frame)
+        self._add_rows("holders", [_holder_row(self.step, s) for s in samples])
+        self._add_rows("holder_walks", [(self.step, "full", "request", 0.0, len(samples))])
+        return samples
+
     # step boundaries ---------------------------------------------------------------------
-    def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+    def _on_optimizer_step(self, optimizer: Any) -> None:
         if self._in_child:
             return
         try:
-            if self.clock.observe(id(optimizer)):
-                self.boundary(sys._getframe(1))
+            closes = self.clock.observe(id(optimizer))
         except Exception as err:  # noqa: BLE001 - never raise into training
             self._disable("recorder", err)
+            return
+        if closes:
+            self.boundary(sys._getframe(2))
 
     def manual_step(self, frame: FrameType | None) -> None:
         if self._in_child:
             return
         self.clock.manual_step()
-        try:
-            self.boundary(frame)
-        except Exception as err:  # noqa: BLE001
-            self._disable("recorder", err)
+        self.boundary(frame)
 
     def boundary(self, frame: FrameType | None) -> None:
+        """One step boundary. Only a request's BaseException (a guard stop) leaves it."""
+        try:
+            self._measure(frame)
+        except Exception as err:  # noqa: BLE001 - never raise into training
+            self._disable("recorder", err)
+        if self._requests:
+            self._serve_requests(frame)
+
+    def _measure(self, frame: FrameType | None) -> None:
         start = time.perf_counter()
         duration_ms = (start - self._last_boundary) * 1000.0
         self.step += 1
         step = self.step
         rss, uss = self._main.read()
-        if self._cuda_on and "cuda" not in self._disabled:
+        if self._cuda is not None and "cuda" not in self._disabled:
             self._safely("cuda", lambda: self._add_rows("cuda_samples", self._cuda.sample(step)))
         # One comparison on most steps: the scheduler knows when anything can next run.
-        if self._phase_changed or step in ALL_ANCHORS or start >= self.scheduler.next_due:
+        if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
+                                         or start >= self.scheduler.next_due):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
                                   uss, None, gc.get_count()[0], (end - start) * 1000.0))
+        for listener in self.boundary_listeners:
+            listener(step)
         # The next step's wall time excludes our own time at this boundary.
         self._last_boundary = end
 
@@ -174,10 +245,13 @@ class Recorder:
 
     # expensive probes --------------------------------------------------------------------
     def _run_holders(self, step: int, frame: FrameType | None, reason: str) -> None:
+        assert self._walker is not None
         start = time.perf_counter()
         samples = self._walker.walk(frame)
         self._update_suspects(samples)
-        self._add_rows("holders", [_holder_row(step, s) for s in samples])
+        rows = [_holder_row(step, s) for s in samples]
+        rows += [_holder_row(step, s) for s in self._walker.native]
+        self._add_rows("holders", rows)
         seconds = time.perf_counter() - start
         self.scheduler.ran("holders", step, seconds)
         self._add_rows("holder_walks", [(step, "full", reason, seconds * 1000, len(samples))])
@@ -187,6 +261,7 @@ class Recorder:
         return sys.getallocatedblocks() * self._census_seconds_per_block
 
     def _run_quick(self, step: int, frame: FrameType | None) -> None:
+        assert self._walker is not None
         start = time.perf_counter()
         samples = self._walker.remeasure(frame, self._suspects)
         self._add_rows("holders", [_holder_row(step, s) for s in samples])
@@ -207,11 +282,16 @@ class Recorder:
                 grown[s.holder] = size - (before or 0.0)
             elif s.holder in self._suspects and before is not None and size >= before:
                 grown[s.holder] = 0.0
+            self._last_sizes.pop(s.holder, None)
             self._last_sizes[s.holder] = size
+        while len(self._last_sizes) > MAX_REMEMBERED_SIZES:
+            del self._last_sizes[next(iter(self._last_sizes))]
         ranked = sorted(grown, key=grown.__getitem__, reverse=True)
         self._suspects = ranked[:MAX_SUSPECTS]
 
     def _run_census(self, step: int, reason: str) -> None:
+        from torchleak.record.probes.census import take_census
+
         start = time.perf_counter()
         blocks = sys.getallocatedblocks()
         result = take_census()
@@ -236,7 +316,8 @@ class Recorder:
         if name == "epoch" or name.endswith("_end"):
             self._phase_changed = True  # per-epoch leaks show right after a phase ends
         if name == "epoch":
-            self.epoch = (self.epoch or 0) + 1 if value is None else int(value)
+            self.epoch = (self.epoch or 0) + 1 if value is None else _epoch_number(value,
+                                                                                  self.epoch)
         elif name.endswith("_start"):
             self.phase = name[: -len("_start")]
         elif name.endswith("_end"):
@@ -257,9 +338,29 @@ class Recorder:
             self._disabled.add(probe)
             self.event("probe_disabled", probe, f"{type(err).__name__}: {err}")
 
+    @property
+    def workers_uss(self) -> int:
+        """The DataLoader workers' summed USS at the sampler's latest sweep."""
+        return self._sampler.children_uss
+
+    @property
+    def disabled(self) -> frozenset[str]:
+        return frozenset(self._disabled)
+
     def _emit_process(self, step: int, t: float, pid: int, role: str, rss: int, uss: int,
                       pss: int) -> None:
-        self._add_rows("process_samples", [(step, t, pid, role, rss, uss, pss)])
+        self.writer.add("process_samples", (step, t, pid, role, rss, uss, pss))
+
+    def _emit_heap(self, step: int, t: float, sample: HeapSample) -> None:
+        self.writer.add("heap_samples", (step, t, sample.py_blocks, sample.malloc_in_use,
+                                         sample.malloc_free, sample.malloc_mmapped))
+
+
+def _epoch_number(value: str, current: int | None) -> int:
+    try:
+        return int(float(value))
+    except (TypeError, ValueError, OverflowError):
+        return (current or 0) + 1
 
 
 def _process_start(now_perf: float) -> float:

@@ -1,18 +1,22 @@
-"""The trace: one SQLite file per run, its schema and its version.
+"""The trace: one SQLite file per run (per rank), its schema and its version.
 
-Units: bytes and seconds in tables (exact, integer where possible); megabytes (MiB) in
-the ``torch_trace`` view, because that is what people type SQL against (seed 004).
+Units: bytes and seconds in tables (exact, integer where possible); mebibytes (MiB) in
+the ``torch_trace`` view, because that is what people type SQL against.
 
-Every table is append-only during a run; ``meta`` is key/value JSON. See
-``docs/trace-schema.md`` for the column-by-column description.
+Every table is append-only during a run except ``findings`` (the live detector replaces
+its own rows) and ``meta`` (key/value JSON). See ``docs/trace-schema.md`` for the
+column-by-column description.
 """
 
 from __future__ import annotations
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+OLDEST_READABLE = 1
 # holders.graph_nodes stops counting here: a value at the cap means "at least".
 GRAPH_NODES_CAP = 5_000
 TRACE_FILENAME = "trace.sqlite"
+# Held (flock) by the writer while it writes: a reader that can take it knows nobody does.
+LOCK_FILENAME = "trace.lock"
 
 TABLES = """
 CREATE TABLE IF NOT EXISTS meta (
@@ -41,6 +45,14 @@ CREATE TABLE IF NOT EXISTS process_samples (
     pss   INTEGER
 );
 CREATE INDEX IF NOT EXISTS process_samples_step ON process_samples(role, step);
+CREATE TABLE IF NOT EXISTS heap_samples (
+    step           INTEGER NOT NULL,   -- latest step when the sample was taken
+    t              REAL NOT NULL,
+    py_blocks      INTEGER,            -- sys.getallocatedblocks(): Python objects alive
+    malloc_in_use  INTEGER,            -- C allocator: bytes handed out (glibc mallinfo2)
+    malloc_free    INTEGER,            -- C allocator: freed bytes it keeps in its heaps
+    malloc_mmapped INTEGER             -- C allocator: bytes in its own mmap()ed blocks
+);
 CREATE TABLE IF NOT EXISTS cuda_samples (
     step              INTEGER NOT NULL,
     device            INTEGER NOT NULL,
@@ -114,8 +126,15 @@ CREATE TABLE IF NOT EXISTS events (
     source  TEXT,
     message TEXT
 );
+CREATE TABLE IF NOT EXISTS breakdown (
+    step     INTEGER NOT NULL,         -- the census step the split was measured at
+    category TEXT NOT NULL,            -- parameters | gradients | optimizer_state | ...
+    bytes    INTEGER NOT NULL
+);
 CREATE TABLE IF NOT EXISTS findings (
     id               INTEGER PRIMARY KEY,
+    phase            TEXT NOT NULL DEFAULT 'final',  -- 'live' (online detector) | 'final'
+    step             INTEGER,          -- the step the analysis saw last
     kind             TEXT NOT NULL,
     culprit          TEXT,
     severity         TEXT,
@@ -125,8 +144,9 @@ CREATE TABLE IF NOT EXISTS findings (
 );
 """
 
-# The seed's SQL (probing's python.torch_trace) runs against this view as written.
-# allocated: CUDA allocated MB of device 0 when recorded, else main-process USS MB.
+# One row per step in MiB, for hand-written SQL (also reachable as python.torch_trace).
+# allocated: CUDA allocated MiB of device 0 when recorded, else main-process USS MiB.
+# workers_uss: the latest sample of each worker at or before the step, summed.
 TORCH_TRACE_VIEW = """
 CREATE VIEW IF NOT EXISTS torch_trace AS
 SELECT
@@ -140,10 +160,12 @@ SELECT
     s.rss / 1048576.0                          AS rss,
     s.uss / 1048576.0                          AS uss,
     c.peak_allocated / 1048576.0               AS peak_allocated,
-    (SELECT SUM(p.uss) FROM process_samples p
-      WHERE p.role = 'worker' AND p.step = (
-        SELECT MAX(q.step) FROM process_samples q
-         WHERE q.role = 'worker' AND q.step <= s.step)) / 1048576.0 AS workers_uss
+    (SELECT SUM(w.uss) FROM (
+        SELECT p.uss AS uss, MAX(p.t) FROM process_samples p
+         WHERE p.role = 'worker' AND p.step = (
+           SELECT MAX(q.step) FROM process_samples q
+            WHERE q.role = 'worker' AND q.step <= s.step)
+         GROUP BY p.pid) w) / 1048576.0 AS workers_uss
 FROM steps s
 LEFT JOIN cuda_samples c ON c.step = s.step AND c.device = 0;
 """
@@ -155,9 +177,6 @@ META_KEYS = (
     "schema_version", "torchleak_version", "run_id", "name", "script", "argv", "cwd",
     "pid", "hostname", "python", "torch", "platform", "devices", "ram_total",
     "cgroup_limit", "gpu_totals", "alloc_conf", "budget_pct", "start_time", "end_time",
-    "status", "exit_code", "steps", "step_definition", "probes", "report",
+    "status", "exit_code", "steps", "step_definition", "probes", "report", "live",
+    "limit", "guard", "safe", "overhead", "writer_dropped",
 )
-STATUS_RUNNING = "running"
-STATUS_FINISHED = "finished"  # the script returned (any exit code)
-STATUS_CRASHED = "crashed"  # the script raised
-# A trace whose status is still 'running' but whose pid is gone was killed.

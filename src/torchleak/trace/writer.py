@@ -1,26 +1,36 @@
-"""Write a trace without blocking the training step.
+"""Write a trace without blocking the training step, and never fail the training.
 
 The recorder appends rows to in-memory lists (a list append is the whole cost on the
 training thread); a background thread swaps the lists out and writes them in one
 transaction every ``flush_interval`` seconds. WAL mode lets readers (``torchleak top``,
 ``sqlite3``) read while we write, and a ``kill -9`` loses at most the last interval.
+
+Faults degrade, they never propagate: a busy or locked database is retried at the next
+flush (the rows wait, up to ``MAX_PENDING_ROWS``; beyond that the oldest are dropped and
+counted); a full disk, a vanished folder or any other write error switches the writer
+off after ``MAX_FAILURES`` attempts, says so once through ``on_fault``, and from then on
+rows are dropped at the cost of a list append. Nothing here raises into the caller.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from torchleak.trace.schema import ALL_DDL, SCHEMA_VERSION
+from torchleak.trace.schema import ALL_DDL, LOCK_FILENAME, SCHEMA_VERSION
 
 _COLUMNS: dict[str, tuple[str, ...]] = {
     "steps": ("step", "t", "duration_ms", "epoch", "phase", "rss", "uss", "py_blocks",
               "gc_count0", "monitor_ms"),
     "process_samples": ("step", "t", "pid", "role", "rss", "uss", "pss"),
+    "heap_samples": ("step", "t", "py_blocks", "malloc_in_use", "malloc_free",
+                     "malloc_mmapped"),
     "cuda_samples": ("step", "device", "allocated", "reserved", "active", "inactive_split",
                      "peak_allocated", "peak_reserved", "num_alloc_retries", "num_ooms",
                      "free", "total"),
@@ -33,47 +43,99 @@ _COLUMNS: dict[str, tuple[str, ...]] = {
     "marks": ("step", "t", "name", "value"),
     "holder_walks": ("step", "kind", "reason", "duration_ms", "holders"),
     "events": ("t", "step", "kind", "source", "message"),
+    "breakdown": ("step", "category", "bytes"),
 }
+TABLES = tuple(_COLUMNS)
 _INSERT = {
     table: f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) "
            f"VALUES ({', '.join('?' * len(cols))})"
     for table, cols in _COLUMNS.items()
 }
+MAX_PENDING_ROWS = 200_000  # rows waiting for a locked database, per table
+MAX_FAILURES = 3  # consecutive failed flushes (other than 'busy') before switching off
+BUSY_TIMEOUT = 1.0  # seconds one flush waits for another process's lock
 
 
-def connect_for_writing(path: Path) -> sqlite3.Connection:
-    """Create (or reopen) a trace file with the current schema."""
-    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+class TraceClaimed(Exception):
+    """The trace file exists already: another run owns it (or owned it)."""
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def _create_exclusively(path: Path) -> None:
+    """Claim ``path``: it must not exist yet (two runs never share one trace)."""
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        raise TraceClaimed(str(path)) from None
+    os.close(fd)
+
+
+def connect_for_writing(path: Path, claim: bool = True) -> sqlite3.Connection:
+    """Create a trace file with the current schema (claiming it when ``claim``)."""
+    if claim:
+        _create_exclusively(path)
+    conn = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                           timeout=BUSY_TIMEOUT)
     conn.execute("PRAGMA journal_mode=WAL")
     # NORMAL: a commit survives a process kill (not a power cut), at a fraction of FULL's cost.
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.executescript(ALL_DDL)
-    conn.execute(
-        "INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
-        (json.dumps(SCHEMA_VERSION),),
-    )
+    conn.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('schema_version', ?)",
+                 (json.dumps(SCHEMA_VERSION),))
     return conn
+
+
+class WriterLock:
+    """An flock held while a process writes the trace; readers test it to tell a live run
+    from a dead one without trusting pids (which are recycled and differ per host)."""
+
+    def __init__(self, folder: Path) -> None:
+        self._fd: int | None = None
+        try:
+            fd = os.open(folder / LOCK_FILENAME, os.O_CREAT | os.O_RDWR, 0o644)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._fd = fd
+        except OSError:
+            self._fd = None  # no lock: readers fall back to the recorded pid
+
+    def release(self) -> None:
+        if self._fd is not None:
+            try:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+                os.close(self._fd)
+            except OSError:
+                pass
+            self._fd = None
 
 
 class TraceWriter:
     """Buffers rows per table and flushes them from a daemon thread."""
 
-    def __init__(self, path: Path, flush_interval: float = 0.25) -> None:
+    def __init__(self, path: Path, flush_interval: float = 0.25, claim: bool = True,
+                 on_fault: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self._conn = connect_for_writing(path)
+        self._conn: sqlite3.Connection | None = connect_for_writing(path, claim)
+        self._lock_file = WriterLock(path.parent)
         self._buffers: dict[str, list[Sequence[Any]]] = {t: [] for t in _COLUMNS}
+        self._pending: dict[str, list[Sequence[Any]]] = {t: [] for t in _COLUMNS}
         self._meta: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # buffer and meta swaps
+        self._write_lock = threading.Lock()  # one writer of the database at a time
         self._flush_interval = flush_interval
         self._stop = threading.Event()
         self._after_flush: list[Callable[[], None]] = []
         self._thread = threading.Thread(target=self._loop, name="torchleak-writer", daemon=True)
         self._closed = False
+        self._failures = 0
+        self._on_fault = on_fault
+        self.fault: str | None = None  # why the writer switched itself off
+        self.dropped: dict[str, int] = {}
         self.rows_written = 0
 
-    def start(self) -> None:
-        self._thread.start()
-
+    # the training thread's side -------------------------------------------------------
     def add(self, table: str, row: Sequence[Any]) -> None:
         # list.append is atomic under the GIL: no lock on the training thread.
         self._buffers[table].append(row)
@@ -83,74 +145,147 @@ class TraceWriter:
             self._meta[key] = value
 
     def every_flush(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` on the writer thread after each flush (online detection)."""
+        """Run ``callback`` on the writer thread after each flush."""
         self._after_flush.append(callback)
+
+    @property
+    def healthy(self) -> bool:
+        return self.fault is None
+
+    # the writer thread ----------------------------------------------------------------
+    def start(self) -> None:
+        self._thread.start()
 
     def _loop(self) -> None:
         while not self._stop.wait(self._flush_interval):
             self.flush()
             for callback in self._after_flush:
-                callback()
+                try:
+                    callback()
+                except Exception:  # noqa: BLE001 - a listener never stops the writer
+                    pass
 
     def flush(self) -> None:
-        with self._lock:
-            batches = {}
-            for table, rows in self._buffers.items():
-                if rows:
-                    # Swap, so the training thread appends to a fresh list meanwhile.
-                    self._buffers[table] = []
-                    batches[table] = rows
-            meta, self._meta = self._meta, {}
-            if not batches and not meta:
+        """Write what is buffered; never raises."""
+        with self._write_lock:
+            with self._lock:  # held for the swaps only: set_meta never waits on a write
+                for table, rows in self._buffers.items():
+                    if rows:
+                        # Swap, so the training thread appends to a fresh list meanwhile.
+                        self._buffers[table] = []
+                        self._pending[table].extend(rows)
+                meta, self._meta = self._meta, {}
+            if self.fault is not None:
+                self._drop_all()
                 return
-            self._write(batches, meta)
+            if not meta and not any(self._pending.values()):
+                return
+            try:
+                self._write(meta)
+            except Exception as err:  # noqa: BLE001 - locked, full disk, folder gone, corrupt
+                with self._lock:
+                    self._meta = {**meta, **self._meta}
+                busy = isinstance(err, sqlite3.OperationalError) and (
+                    "locked" in str(err) or "busy" in str(err))
+                self._failed(err, busy)
+            else:
+                self._failures = 0
 
-    def _write(self, batches: dict[str, list[Sequence[Any]]], meta: dict[str, Any]) -> None:
+    def _write(self, meta: dict[str, Any]) -> None:
         conn = self._conn
-        conn.execute("BEGIN")
+        if conn is None:
+            raise sqlite3.OperationalError("trace closed")
+        conn.execute("BEGIN IMMEDIATE")
         try:
-            for table, rows in batches.items():
-                conn.executemany(_INSERT[table], rows)
-                self.rows_written += len(rows)
-            conn.executemany(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                [(k, json.dumps(v, default=str)) for k, v in meta.items()],
-            )
+            for table, rows in self._pending.items():
+                if rows:
+                    conn.executemany(_INSERT[table], rows)
+            conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                             [(k, _dumps(v)) for k, v in meta.items()])
             conn.execute("COMMIT")
         except BaseException:
-            conn.execute("ROLLBACK")
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
             raise
+        for table, rows in self._pending.items():
+            self.rows_written += len(rows)
+            rows.clear()
 
-    def write_findings(self, findings: list[dict[str, Any]]) -> None:
+    def _failed(self, err: BaseException, busy: bool) -> None:
+        """Keep the rows for the next flush, within bounds; switch off on lasting faults."""
+        for table, rows in self._pending.items():
+            excess = len(rows) - MAX_PENDING_ROWS
+            if excess > 0:
+                del rows[:excess]  # the oldest go first: the newest say most about now
+                self.dropped[table] = self.dropped.get(table, 0) + excess
+        if busy:
+            return  # another reader/writer holds the lock: it will let go
+        self._failures += 1
+        if self._failures >= MAX_FAILURES:
+            self.fault = f"{type(err).__name__}: {err}"
+            self._drop_all()
+            if self._on_fault is not None:
+                try:
+                    self._on_fault(self.fault)
+                except Exception:  # noqa: BLE001
+                    pass
+
+    def _drop_all(self) -> None:
         with self._lock:
-            conn = self._conn
-            conn.execute("BEGIN")
-            conn.execute("DELETE FROM findings")
-            conn.executemany(
-                "INSERT INTO findings(kind, culprit, severity, bytes_per_step,"
-                " detected_at_step, json) VALUES (?, ?, ?, ?, ?, ?)",
-                [(f.get("kind"), f.get("culprit"), f.get("severity"), f.get("bytes_per_step"),
-                  f.get("detected_at_step"), json.dumps(f, default=str)) for f in findings],
-            )
-            conn.execute("COMMIT")
+            self._meta = {}
+        for table in _COLUMNS:
+            count = len(self._pending[table]) + len(self._buffers[table])
+            if count:
+                self.dropped[table] = self.dropped.get(table, 0) + count
+                self._pending[table] = []
+                self._buffers[table] = []
 
-    def connection(self) -> sqlite3.Connection:
-        """The writer's connection, for reading back once the flush thread is stopped."""
-        return self._conn
+    # findings and end of run ----------------------------------------------------------
+    def replace_findings(self, phase: str, step: int, findings: list[dict[str, Any]]) -> None:
+        """Replace the ``phase`` ('live' or 'final') findings; never raises."""
+        with self._write_lock:
+            if self.fault is not None or self._conn is None:
+                return
+            try:
+                conn = self._conn
+                conn.execute("BEGIN IMMEDIATE")
+                conn.execute("DELETE FROM findings WHERE phase = ?", (phase,))
+                conn.executemany(
+                    "INSERT INTO findings(phase, step, kind, culprit, severity, bytes_per_step,"
+                    " detected_at_step, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(phase, step, f.get("kind"), f.get("culprit"), f.get("severity"),
+                      f.get("bytes_per_step"), f.get("detected_at_step"), _dumps(f))
+                     for f in findings])
+                conn.execute("COMMIT")
+            except Exception:  # noqa: BLE001 - the next write will report a lasting fault
+                try:
+                    self._conn.execute("ROLLBACK")
+                except sqlite3.Error:
+                    pass
 
     def stop_thread(self) -> None:
         self._stop.set()
-        if self._thread.is_alive():
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
 
     def close(self) -> None:
+        """Final flush, fold the WAL back (one self-contained file), release the lock."""
         if self._closed:
             return
         self._closed = True
         self.stop_thread()
+        if self.dropped:
+            self.set_meta("writer_dropped", dict(self.dropped))
         self.flush()
-        try:
-            # Fold the WAL back so the trace is one self-contained file.
-            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            self._conn.close()
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                if self.fault is None:
+                    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            except sqlite3.Error:
+                pass
+            finally:
+                conn.close()
+        self._lock_file.release()

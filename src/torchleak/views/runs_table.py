@@ -4,27 +4,35 @@ from __future__ import annotations
 
 import json
 
-from torchleak.views.runs import RunSummary
+from torchleak.analysis.runs import RunSummary
+from torchleak.units import format_bytes, format_time
 from torchleak.views.tabular import format_table
-from torchleak.views.units import format_bytes, format_time
 
 
 def _verdict(run: RunSummary) -> str:
-    if run.findings and run.verdict in ("leak", "leak?"):
-        return f"{run.verdict} ({run.findings})"
-    return run.verdict
+    if run.error:
+        return f"unreadable: {run.error}"
+    text = run.verdict
+    if run.findings and run.verdict.startswith("leak"):
+        text = f"{run.verdict} ({run.findings})"
+    if run.guard:
+        text += f", guard {run.guard}"
+    return text
 
 
 def runs_table(runs: list[RunSummary]) -> str:
     with_cuda = any(r.peak_cuda for r in runs)
+    with_ranks = any(r.ranks > 1 for r in runs)
     columns = ["run", "status", "steps", "verdict", "peak rss"]
     columns += ["peak cuda"] if with_cuda else []
+    columns += ["ranks"] if with_ranks else []
     columns += ["started", "script"]
     rows = []
     for run in runs:
-        row: list[object] = [run.path.parent.name, run.status, run.steps, _verdict(run),
+        row: list[object] = [run.path.name, run.status, run.steps, _verdict(run),
                              format_bytes(run.peak_rss)]
         row += [format_bytes(run.peak_cuda)] if with_cuda else []
+        row += [run.ranks] if with_ranks else []
         row += [format_time(run.start_time), run.script]
         rows.append(row)
     count = len(runs)
@@ -33,9 +41,9 @@ def runs_table(runs: list[RunSummary]) -> str:
 
 def runs_json(runs: list[RunSummary]) -> str:
     data = [{
-        "run": r.path.parent.name, "path": str(r.path.parent), "name": r.name, "script": r.script,
+        "run": r.path.name, "path": str(r.path), "name": r.name, "script": r.script,
         "status": r.status, "steps": r.steps, "verdict": r.verdict, "findings": r.findings,
         "peak_rss": r.peak_rss, "peak_cuda": r.peak_cuda, "start_time": r.start_time,
-        "error": r.error or None,
+        "ranks": r.ranks, "guard": r.guard, "safe_settings": r.safe, "error": r.error or None,
     } for r in runs]
     return json.dumps(data, indent=2) + "\n"

@@ -1,4 +1,4 @@
-"""One frame of `torchleak top`: the numbers now, their sparklines, the current verdict."""
+"""One frame of `torchleak top`: the numbers now, their sparklines, the live verdict."""
 
 from __future__ import annotations
 
@@ -10,109 +10,87 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from torchleak.views.live import BYTES_SIGNALS, History, LiveState
+from torchleak.report import Report
+from torchleak.units import format_duration, format_time, format_value
+from torchleak.views.renderers.details import guard_text, signal_last, signal_rate, status_of
 from torchleak.views.sparkline import sparkline
-from torchleak.views.trend import fit_trend, is_flat, looks_like_growth
-from torchleak.views.units import format_duration, format_rate, format_time, format_value
+from torchleak.views.summary import finding_lines
 
 STATUS_STYLES = {"running": "bold green", "finished": "bold blue", "crashed": "bold red",
-                 "killed": "bold red"}
-LABELS = {"main_uss": "main USS", "main_rss": "main RSS", "workers_uss": "workers USS",
-          "cuda_allocated": "CUDA allocated", "cuda_reserved": "CUDA reserved",
-          "tensors": "live tensors", "tensor_bytes": "tensor bytes", "graph_bytes": "graph bytes"}
+                 "killed": "bold red", "stopped": "bold yellow"}
 
 
-def render_frame(state: LiveState, interval: float) -> RenderableType:
-    return Group(_header(state), _signals(state), _verdict(state), _footer(state, interval))
+def render_frame(report: Report, interval: float, polled_at: float) -> RenderableType:
+    return Group(_header(report), _signals(report), _verdict(report),
+                 _footer(report, interval, polled_at))
 
 
-def _header(state: LiveState) -> Text:
-    meta = state.meta
-    name = meta.get("name") or state.path.parent.name
-    text = Text(f"torchleak top  {name}", style="bold")
-    text.append(f"  {meta.get('script') or ''}", style="dim")
+def _header(report: Report) -> Text:
+    run = report.run
+    status = status_of(report)
+    text = Text(f"torchleak top  {run.get('name') or ''}", style="bold")
+    text.append(f"  {run.get('script') or ''}", style="dim")
     text.append("\n")
-    text.append(state.status, style=STATUS_STYLES.get(state.status, "bold"))
-    text.append(f"  step {state.step:,}")
-    rate = state.steps_per_second
-    if rate:
-        text.append(f"  {rate:,.1f} steps/s")
-    start = meta.get("start_time")
+    text.append(status, style=STATUS_STYLES.get(status, "bold"))
+    text.append(f"  step {report.steps:,}")
+    start = run.get("start_time")
     if isinstance(start, (int, float)):
-        end = meta.get("end_time") if state.status != "running" else None
+        end = run.get("end_time") if status != "running" else None
         elapsed = (end if isinstance(end, (int, float)) else time.time()) - start
         text.append(f"  elapsed {format_duration(elapsed)}")
+    if report.overhead:
+        text.append(f"  torchleak {100 * float(report.overhead.get('share', 0)):.2g}% of a step",
+                    style="dim")
     return text
 
 
-def _signals(state: LiveState) -> Table:
+def _signals(report: Report) -> Table:
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
     for column, justify in (("signal", "left"), ("now", "right"), ("peak", "right"),
                             ("trend", "right"), ("recent", "left")):
         table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for name, history in state.signals.items():
-        if not history.values:
-            continue
-        unit = "bytes" if name in BYTES_SIGNALS else "count"
-        label = LABELS.get(name, name)
-        if name == "workers_uss" and state.workers:
-            label = f"{label} ({state.workers})"
-        table.add_row(label, format_value(history.values[-1], unit), format_value(history.peak, unit),
-                      _trend_text(history, unit), Text(sparkline(list(history.values), 40), style="cyan"))
-    if not state.signals or state.step == 0:
+    for signal in report.signals:
+        if signal.values:
+            table.add_row(signal.label or signal.name, signal_last(signal, report.steps),
+                          format_value(signal.peak_value, signal.unit),
+                          Text(signal_rate(signal),
+                               style="red" if signal.verdict == "growing" else ""),
+                          Text(sparkline(signal.values, 40), style="cyan"))
+    if not report.signals or report.steps == 0:
         table.add_row("waiting for the first training step...", "", "", "", "")
     return table
 
 
-def _trend_text(history: History, unit: str) -> Text:
-    trend = fit_trend(list(history.steps), list(history.values))
-    if trend is None:
-        return Text("-")
-    if is_flat(trend, history.values):
-        return Text("flat", style="green")
-    growing = looks_like_growth(trend, list(history.values))
-    return Text(format_rate(trend.slope, unit), style="red" if growing else "")
+def _verdict(report: Report) -> Panel:
+    live = report.source == "live"
+    title = "live verdict" if live else "verdict"
+    guard = guard_text(report.guard)
+    if report.serious:
+        body = Text(f"leak{' (live detection)' if live else ''}", style="bold red")
+        for finding in report.serious[:3]:
+            body.append("\n" + "\n".join(finding_lines(finding, indent="")))
+        if guard:
+            body.append(f"\n{guard}", style="bold red")
+        return Panel(body, title=title, title_align="left", border_style="red")
+    if not report.run.get("judged"):
+        text = ("collecting steps: no verdict yet" if status_of(report) == "running" else
+                f"run {status_of(report)} at step {report.steps:,}; `torchleak report "
+                f"{report.run.get('trace', '')}` analyses it")
+        return Panel(Text(text), title=title, title_align="left", border_style="dim")
+    style = "green" if report.verdict == "no_leak" else "yellow"
+    text = f"{report.verdict}{': ' + report.reason if report.reason else ''}"
+    return Panel(Text(text, style=style), title=title, title_align="left", border_style=style)
 
 
-def _verdict(state: LiveState) -> Panel:
-    final = state.final_verdict
-    if state.findings:
-        lines = [f"{f.severity.upper()} {f.kind}: {f.culprit}"
-                 + (f" ({format_value(f.bytes_per_step, 'bytes', True)}/step)" if f.bytes_per_step else "")
-                 for f in state.findings]
-        head = Text("leak" if final in (None, "leak") else final, style="bold red")
-        body = Text("\n".join(lines))
-        return Panel(Group(head, body), title="verdict", title_align="left", border_style="red")
-    if final:
-        style = "green" if final == "no_leak" else "yellow"
-        return Panel(Text(final, style=f"bold {style}"), title="verdict", title_align="left",
-                     border_style=style)
-    if state.status != "running":
-        text = (f"run {state.status} at step {state.step:,}; no verdict recorded in the trace: "
-                f"`torchleak report {state.path.parent}` analyses it")
-        return Panel(Text(text), title="verdict", title_align="left", border_style="yellow")
-    return Panel(Text(_watching(state)), title="verdict so far", title_align="left", border_style="dim")
-
-
-def _watching(state: LiveState) -> str:
-    history = state.signals.get("main_uss")
-    if history is None or len(history.values) < 10:
-        return "too early to tell: collecting steps"
-    trend = fit_trend(list(history.steps), list(history.values))
-    if looks_like_growth(trend, list(history.values)) and trend is not None:
-        return (f"no finding yet; main USS climbing {format_rate(trend.slope, 'bytes')} over the "
-                f"last {len(history.values)} steps (the analysis decides at the end)")
-    return "no leak found so far"
-
-
-def _footer(state: LiveState, interval: float) -> Text:
+def _footer(report: Report, interval: float, polled_at: float) -> Text:
     text = Text()
-    for event in state.events:
-        text.append(f"{event}\n", style="yellow")
-    if state.status == "running":
-        text.append(f"updated {format_time(state.polled_at)[-8:]}, every {interval:g}s; Ctrl-C to quit",
+    for event in report.events:
+        text.append(f"step {event.step}: {event.kind} {event.source}: {event.message}\n",
+                    style="yellow")
+    if status_of(report) == "running":
+        text.append(f"updated {format_time(polled_at)[-8:]}, every {interval:g}s; Ctrl-C to quit",
                     style="dim")
     else:
-        text.append(f"run {state.status}: final frame; `torchleak report {state.path.parent}` "
-                    "for the full report", style="dim")
+        text.append(f"run {status_of(report)}: final frame; `torchleak report "
+                    f"{report.run.get('trace', '')}` for the full report", style="dim")
     return text

@@ -1,5 +1,12 @@
-"""CUDA caching-allocator statistics per device, only once the user's code has initialised
-CUDA (we never create a CUDA context ourselves: it costs ~500 MB per process)."""
+"""CUDA caching-allocator statistics, only for devices the program itself uses.
+
+We never create a CUDA context (several hundred MB per device per process): nothing is
+read before the program has initialised CUDA, and only devices where the program has
+memory (or its current device) are probed. Each step reads the two counters a leak
+needs (allocated, reserved) from one ``memory_stats`` call; the driver's free/total and
+the fragmentation counters are read every ``FULL_EVERY`` steps. Nothing here
+synchronises a stream: these are host-side counters.
+"""
 
 from __future__ import annotations
 
@@ -7,47 +14,65 @@ from typing import Any
 
 import torch
 
-_KEYS = (
-    "allocated_bytes.all.current", "reserved_bytes.all.current",
-    "active_bytes.all.current", "inactive_split_bytes.all.current",
-    "allocated_bytes.all.peak", "reserved_bytes.all.peak",
-    "num_alloc_retries", "num_ooms",
-)
+FULL_EVERY = 16  # steps between full samples (driver free/total, fragmentation counters)
+_CURRENT = ("allocated_bytes.all.current", "reserved_bytes.all.current")
+_FULL = ("active_bytes.all.current", "inactive_split_bytes.all.current",
+         "allocated_bytes.all.peak", "reserved_bytes.all.peak", "num_alloc_retries",
+         "num_ooms")
 
 
-def cuda_available() -> bool:
-    """Whether this process can use CUDA at all (checked once: it does not change)."""
+def cuda_in_use() -> bool:
+    """True once the program has initialised CUDA (never initialises it itself)."""
     try:
-        return torch.cuda.is_available()
+        return bool(torch.cuda.is_initialized())
     except Exception:  # noqa: BLE001 - a broken driver is "no CUDA" to us
         return False
 
 
-def cuda_ready() -> bool:
-    return torch.cuda.is_available() and torch.cuda.is_initialized()
+def used_devices() -> list[int]:
+    """Devices the program has memory on, plus its current device."""
+    devices = {torch.cuda.current_device()}
+    for device in range(torch.cuda.device_count()):
+        # The allocator's counters are host-side: reading them creates no context.
+        if torch.cuda.memory_reserved(device) > 0:
+            devices.add(device)
+    return sorted(devices)
 
 
 class CudaProbe:
-    """One row per device: allocated, reserved, active, inactive_split, peaks, retries,
-    OOMs, and the driver's free/total."""
+    """One row per used device: allocated and reserved every step; active, inactive_split,
+    peaks, retries, OOMs and the driver's free/total every ``FULL_EVERY`` steps."""
+
+    def __init__(self) -> None:
+        self._devices: list[int] = []
+        self._last: dict[int, tuple[Any, ...]] = {}
+        self.totals: dict[int, int] = {}
 
     def sample(self, step: int) -> list[tuple[Any, ...]]:
-        if not cuda_ready():
+        if not cuda_in_use():
             return []
+        full = step % FULL_EVERY == 1 or not self._devices
+        if full:
+            self._devices = used_devices()
         rows = []
-        for device in range(torch.cuda.device_count()):
+        for device in self._devices:
             stats = torch.cuda.memory_stats(device)
-            free, total = torch.cuda.mem_get_info(device)
-            rows.append((step, device, *(int(stats.get(k, 0)) for k in _KEYS), free, total))
+            current = tuple(int(stats.get(k, 0)) for k in _CURRENT)
+            if full or device not in self._last:
+                free, total = torch.cuda.mem_get_info(device)
+                self.totals[device] = int(total)
+                self._last[device] = (*(int(stats.get(k, 0)) for k in _FULL), int(free),
+                                      int(total))
+            rows.append((step, device, *current, *self._last[device]))
         return rows
 
 
-def gpu_totals() -> list[dict[str, Any]]:
-    """Device names and totals, without initialising CUDA."""
-    if not torch.cuda.is_available():
+def device_names() -> list[dict[str, Any]]:
+    """Names and totals of the used devices (only once the program initialised CUDA)."""
+    if not cuda_in_use():
         return []
-    totals = []
-    for device in range(torch.cuda.device_count()):
+    found = []
+    for device in used_devices():
         props = torch.cuda.get_device_properties(device)
-        totals.append({"device": device, "name": props.name, "total": int(props.total_memory)})
-    return totals
+        found.append({"device": device, "name": props.name, "total": int(props.total_memory)})
+    return found

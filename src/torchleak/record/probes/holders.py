@@ -1,30 +1,53 @@
 """Find what holds memory, by name, from roots a user recognises.
 
-At a step boundary we walk, breadth first and within a fixed object budget, from:
-the ``self`` and locals of the user's frames on the stack (the training loop that called
-``optimizer.step()``), the globals of the user's modules, pyplot's figure registry and
-torch's global hooks. Every container, named tensor, module hook table, lru_cache and
-DataLoader met on the way becomes a ``HolderSample`` keyed by its path
-(``Trainer.train_outputs``, ``main().running_loss``, ``news._ACTIVATIONS``). The
-analysis compares the same paths across steps; a path is stable even when a list is
-replaced, so a list rebuilt every epoch reads as healthy. ``walk.Walk`` is one walk.
+At a step boundary we walk, breadth first and within a fixed object budget, from: the
+``self`` and locals of the user's frames on the training thread's stack, the user frames
+of every other thread (a metrics flusher's pending list), the globals of the user's
+modules, and the registries where user objects end up unnamed (``registries``). Every
+container, buffer, named tensor, module hook table, lru_cache and DataLoader met on the
+way becomes a ``HolderSample`` keyed by its path (``Trainer.train_outputs``,
+``main().running_loss``, ``news._ACTIVATIONS``). The analysis compares the same paths
+across steps; a path is stable even when a list is replaced, so a list rebuilt every
+epoch reads as healthy. ``walk.Walk`` is one walk.
 
-We never keep references to what we measure between walks: holding a user's list
-would itself be a leak. Suspects are found again by their route (``holder_sample``).
+We never keep references to what we measure between walks: holding a user's list would
+itself be a leak. Suspects are found again by their route (``holder_sample.Resolver``).
+What the walker remembers between walks (routes, labels, graph sizes) is bounded.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import sys
+import threading
 from types import FrameType, GeneratorType
 from typing import Any
 
-from torchleak.record.probes.holder_sample import HolderSample, Route, resolve
-from torchleak.record.probes.usercode import user_frames, user_modules
-from torchleak.record.probes.walk import _SKIP, GRAPH_CAP, Walk, count_graph_nodes
+import torch
 
-__all__ = ["GRAPH_CAP", "HolderSample", "HolderWalker", "count_graph_nodes"]
+from torchleak.record.probes import access
+from torchleak.record.probes.holder_sample import HolderSample, Resolver, Route
+from torchleak.record.probes.registries import registry_samples
+from torchleak.record.probes.usercode import user_frames, user_modules
+from torchleak.record.probes.walk import GRAPH_CAP, Walk
+
+__all__ = ["GRAPH_CAP", "HolderSample", "HolderWalker"]
+
+MEMORY_ENTRIES = 4096  # routes, labels and graph sizes remembered between walks
+_OUR_THREADS = "torchleak-"
+
+Root = tuple[str, Any, "str | None", "Route | None"]
+
+
+class _Bounded(dict):  # type: ignore[type-arg]
+    """A dict that forgets its oldest entries past ``MEMORY_ENTRIES``."""
+
+    def remember(self, key: str, value: Any) -> None:
+        self.pop(key, None)
+        self[key] = value
+        while len(self) > MEMORY_ENTRIES:
+            del self[next(iter(self))]
 
 
 class HolderWalker:
@@ -33,56 +56,64 @@ class HolderWalker:
         self.max_objects = max_objects
         self.graph_cap = graph_cap
         self.max_samples = max_samples
-        self._capped_graphs: set[str] = set()
-        self.last_nodes: dict[str, int] = {}  # path -> autograd nodes at its last count
-        self.routes: dict[str, Route] = {}
-        self.labels: dict[str, str] = {}
+        self.capped_graphs: _Bounded = _Bounded()
+        self.last_nodes: _Bounded = _Bounded()  # path -> autograd nodes at its last count
+        self.routes: _Bounded = _Bounded()
+        self.labels: _Bounded = _Bounded()
+        self.native: list[HolderSample] = []  # native handles seen by the last full walk
+
+    def note_nodes(self, path: str, nodes: int) -> None:
+        self.last_nodes.remember(path, nodes)
+        if nodes >= self.graph_cap:
+            self.capped_graphs.remember(path, True)
 
     def walk(self, frame: FrameType | None) -> list[HolderSample]:
         walk = Walk(self)
-        for path, obj, label, route in self._roots(frame):
-            walk.enqueue(obj, path, 0, label, route)
-        walk.run()
-        walk.extra_registries()
-        self.routes.update(walk.sample_routes)
-        self.labels.update({p: walk.labels[p] for p in walk.sample_routes if p in walk.labels})
+        with torch._C.DisableTorchFunctionSubclass():
+            for path, obj, label, route in self._roots(frame):
+                walk.enqueue(obj, path, 0, label, route)
+            walk.run()
+            for sample in registry_samples():
+                walk.record(sample)
+        for path, route in walk.sample_routes.items():
+            self.routes.remember(path, route)
+            if path in walk.labels:
+                self.labels.remember(path, walk.labels[path])
+        self.native = walk.native[:20]
         return walk.samples
 
     def remeasure(self, frame: FrameType | None, paths: list[str]) -> list[HolderSample]:
         """Measure again only ``paths`` (suspects from earlier walks), found by their routes:
-        ~10-50 µs each instead of a whole walk."""
+        ~10-50 us each instead of a whole walk."""
         walk = Walk(self)
-        walk.labels = dict(self.labels)
-        frames = user_frames(frame)
-        for path in paths:
-            route = self.routes.get(path)
-            if route is None:
-                continue
-            try:
-                obj = resolve(route, frames)
-            except (KeyError, IndexError, AttributeError, TypeError, ValueError, StopIteration):
-                continue
-            walk.measure(obj, path, route)
+        walk.labels = {p: self.labels[p] for p in paths if p in self.labels}
+        resolver = Resolver(user_frames(frame), sys._current_frames)
+        try:
+            with torch._C.DisableTorchFunctionSubclass():
+                for path in paths:
+                    route = self.routes.get(path)
+                    if route is None:
+                        continue
+                    try:
+                        obj = resolver.resolve(route)
+                    except (KeyError, IndexError, AttributeError, TypeError, ValueError,
+                            StopIteration):
+                        continue
+                    try:
+                        walk.measure(obj, path)
+                    except Exception:  # noqa: BLE001 - an odd object: skip it this time
+                        continue
+                    del obj
+        finally:
+            resolver.release()
         return walk.samples
 
-    def _roots(self, frame: FrameType | None) -> list[tuple[str, Any, str | None, Route]]:
+    def _roots(self, frame: FrameType | None) -> list[Root]:
         """(path, object, label, route) for every root, innermost user frame first."""
-        roots: list[tuple[str, Any, str | None, Route]] = []
+        roots: list[Root] = []
         for f in user_frames(frame):
-            name = f.f_code.co_name
-            if name == "<module>":
-                continue  # module frames are covered by the module globals below
-            local_vars = f.f_locals
-            owner = local_vars.get("self")
-            if owner is not None and not isinstance(owner, _SKIP):
-                roots.append((type(owner).__name__, owner, None, (("local", name, "self"),)))
-            for var, value in local_vars.items():
-                if var != "self":
-                    roots.append((f"{name}().{var}", value, f"local {var} in {name}()",
-                                  (("local", name, var),)))
-            for i, gen in enumerate(o for o in gc.get_referents(f) if isinstance(o, GeneratorType)):
-                # `for x in gen():` keeps the generator on the frame's stack, not in a local.
-                roots.append((f"{name}().<iterator{i}>", gen, None, None))
+            roots.extend(_frame_roots(f))
+        roots.extend(_thread_roots())
         for display, module in user_modules():
             filename = os.path.basename(getattr(module, "__file__", "") or display)
             for var, value in list(vars(module).items()):
@@ -92,3 +123,42 @@ class HolderWalker:
         return roots
 
 
+def _frame_roots(f: FrameType, thread: tuple[int, str] | None = None) -> list[Root]:
+    name = f.f_code.co_name
+    if name == "<module>":
+        return []  # module frames are covered by the module globals
+    roots: list[Root] = []
+    local_vars = access.frame_locals(f)
+    where = f"thread {thread[1]} in {name}()" if thread else f"{name}()"
+    prefix = f"thread:{thread[1]}.{name}()" if thread else f"{name}()"
+
+    def route(var: str) -> Route:
+        return (("thread", thread[0], name, var),) if thread else (("local", name, var),)
+
+    owner = local_vars.get("self")
+    if owner is not None and not access.is_a(owner, (type,)):
+        path = type(owner).__name__ if thread is None else f"{prefix}.self"
+        roots.append((path, owner, None, route("self")))
+    for var, value in local_vars.items():
+        if var != "self":
+            roots.append((f"{prefix}.{var}", value, f"local {var} in {where}"
+                          if thread is None else f"{where}: local {var}", route(var)))
+    for i, gen in enumerate(o for o in gc.get_referents(f) if type(o) is GeneratorType):
+        # `for x in gen():` keeps the generator on the frame's stack, not in a local.
+        roots.append((f"{prefix}.<iterator{i}>", gen, None, None))
+    return roots
+
+
+def _thread_roots() -> list[Root]:
+    """The user frames of every other thread: what a background thread keeps."""
+    me = threading.get_ident()
+    names = {ident: str(access.attribute(t, "_name") or ident)
+             for ident, t in list(getattr(threading, "_active", {}).items())}
+    roots: list[Root] = []
+    for ident, top in sys._current_frames().items():
+        name = names.get(ident, str(ident))
+        if ident == me or name.startswith(_OUR_THREADS):
+            continue
+        for f in user_frames(top):
+            roots.extend(_frame_roots(f, (ident, name)))
+    return roots

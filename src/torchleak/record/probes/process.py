@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import psutil
 
+from torchleak.record.probes.heap import HeapProbe, HeapSample
+
 EARLY_SECONDS = 15.0
 EARLY_CPU_SHARE = 0.25
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -81,12 +83,14 @@ def _psutil_memory(pid: int) -> ProcessMemory | None:
 
 
 class ChildSampler:
-    """Samples the main process and every child (DataLoader workers) off the training thread.
+    """Samples the main process, every child (DataLoader workers) and the heap's split off
+    the training thread.
 
     The training thread does nothing for it: this thread wakes on its own, reads
-    ``smaps_rollup`` of each child (at most every ``min_interval`` s) and of the main
-    process (at most every ``main_interval`` s: walking our own page tables contends with
-    the training thread's mmap/munmap, so we keep it rare).
+    ``smaps_rollup`` of each child (at most every ``min_interval`` s), of the main process
+    (at most every ``main_interval`` s: walking our own page tables contends with the
+    training thread's mmap/munmap, so we keep it rare) and the heap split (``heap``, at
+    most every ``heap_interval`` s: it holds the allocator's lock while it counts).
     """
 
     def __init__(
@@ -96,8 +100,14 @@ class ChildSampler:
         min_interval: float = 0.05,
         main_interval: float = 1.0,
         children_refresh: float = 1.0,
+        emit_heap: Callable[[int, float, HeapSample], None] | None = None,
+        heap_interval: float = 2.0,
     ) -> None:
         self._emit = emit
+        self._emit_heap = emit_heap
+        self._heap = HeapProbe() if emit_heap is not None else None
+        self._heap_interval = heap_interval
+        self._heap_at = 0.0
         self._current_step = current_step
         self._min_interval = min_interval
         self._main_interval = main_interval
@@ -109,7 +119,8 @@ class ChildSampler:
         self._children_at = 0.0
         self._main_at = 0.0
         self._thread = threading.Thread(target=self._loop, name="torchleak-sampler", daemon=True)
-        self.error: BaseException | None = None
+        self.children_uss = 0  # the workers' summed USS at the latest sweep
+        self.error: str | None = None  # why the sampler stopped (text: no traceback kept)
         self.cpu_share = 0.10
         self._started = time.monotonic()
 
@@ -143,7 +154,7 @@ class ChildSampler:
                 self._wake.wait(max(self._min_interval, cost / share))
                 self._wake.clear()
         except BaseException as err:  # a probe never raises into training: record and stop
-            self.error = err
+            self.error = f"{type(err).__name__}: {err}"
 
     def sample_once(self) -> None:
         now = time.monotonic()
@@ -151,15 +162,23 @@ class ChildSampler:
         if now - self._children_at > self._children_refresh:
             self._children = self._list_children()
             self._children_at = now
+        latest: dict[int, int] = {}
         for pid in self._children:
             mem = read_smaps_rollup(pid)
             if mem is not None:
+                latest[pid] = mem.uss
                 self._emit(step, t, pid, "worker", mem.rss, mem.uss, mem.pss)
+        self.children_uss = sum(latest.values())
         if now - self._main_at > self._main_interval:
             self._main_at = now
             mem = read_smaps_rollup(os.getpid())
             if mem is not None:
                 self._emit(step, t, mem.pid, "main", mem.rss, mem.uss, mem.pss)
+        early = now - self._started < EARLY_SECONDS
+        if self._heap is not None and self._emit_heap is not None and (
+                now - self._heap_at > self._heap_interval * (0.5 if early else 1.0)):
+            self._heap_at = now
+            self._emit_heap(step, t, self._heap.sample())
 
     def _list_children(self) -> list[int]:
         try:

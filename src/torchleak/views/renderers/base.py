@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from torchleak.errors import UsageError
 
 if TYPE_CHECKING:
-    from torchleak.views.model import RunView
+    from torchleak.report import Report
 
 FORMATS: dict[str, str] = {
     "text": "torchleak.views.renderers.text:TextRenderer",
@@ -19,12 +19,12 @@ FORMATS: dict[str, str] = {
 
 
 class Renderer(ABC):
-    """Turns a ``RunView`` into the text of one output format."""
+    """Turns a ``Report`` into the text of one output format."""
 
     extension: str = ".txt"
 
     @abstractmethod
-    def render(self, view: RunView) -> str:
+    def render(self, report: Report) -> str:
         """The whole document; callers decide where it goes."""
 
 

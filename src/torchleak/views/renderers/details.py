@@ -1,90 +1,177 @@
-"""Words shared by the text and HTML renderers: the verdict line, finding facts, metadata."""
+"""The words every screen uses for the same facts, so two screens never disagree: the
+verdict line, a finding's rate, size, OOM projection and pattern, and the run's metadata.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from torchleak.report import Finding
-from torchleak.views.model import RunView
-from torchleak.views.units import format_bytes, format_count, format_duration, format_time
+from torchleak.patterns import DOC_PAGE
+from torchleak.report import Finding, OomProjection, Report, Signal
+from torchleak.units import (format_bytes, format_count, format_duration, format_rate,
+                             format_time, format_value)
 
 VERDICT_TITLES = {
     "leak": "Memory leak",
     "no_leak": "No leak found",
     "inconclusive": "Inconclusive",
-    "unknown": "Not analysed",
-    "running": "Running",
 }
+SIGNAL_NAMES = {"main_uss": "main process USS", "workers_uss": "workers' USS (summed)",
+                "cuda_allocated": "CUDA allocated", "cuda_reserved_unused":
+                "CUDA reserved, unallocated", "tensors": "live tensors",
+                "graph_nodes": "autograd nodes"}
 
 
-def verdict_parts(view: RunView) -> tuple[str, str]:
+def status_of(report: Report) -> str:
+    return str(report.run.get("status") or "unknown")
+
+
+def verdict_parts(report: Report) -> tuple[str, str]:
     """The banner's title and its one-sentence explanation."""
-    title = VERDICT_TITLES.get(view.verdict, view.verdict)
-    serious = sum(1 for f in view.findings if f.severity in ("high", "medium"))
-    minor = len(view.findings) - serious
-    if view.verdict == "leak":
+    title = VERDICT_TITLES.get(report.verdict, report.verdict)
+    serious = len(report.serious)
+    minor = len(report.findings) - serious
+    if report.verdict == "leak":
         title += f": {serious} finding{'s' if serious != 1 else ''}"
         if minor:
             title += f" (+{minor} minor)"
-    reason = view.report.reason if view.report else ""
-    if not reason and view.report is None:
-        reason = "no findings available; the signals are drawn straight from the trace"
-    if view.state.running:
-        reason = f"Run in progress: snapshot at step {view.state.steps:,}. {reason}".strip()
-    elif view.state.status == "killed":
-        reason = f"The run was killed at step {view.state.steps:,}. {reason}".strip()
+    reason = report.reason
+    status = status_of(report)
+    if report.source == "live" or status == "running":
+        reason = f"Run in progress: as of step {report.steps:,}. {reason}".strip()
+    elif status == "killed":
+        reason = f"The run was killed at step {report.steps:,}. {reason}".strip()
+    elif status == "stopped":
+        reason = f"The guard stopped the run at step {report.steps:,}. {reason}".strip()
     return title, reason
 
 
-def finding_facts(finding: Finding) -> list[tuple[str, str]]:
-    facts: list[tuple[str, str]] = []
+def rate_text(finding: Finding) -> str:
+    """What the process loses to this finding: per epoch when it grows per epoch."""
     if finding.per_epoch and finding.bytes_per_epoch is not None:
-        facts.append(("rate", f"{format_bytes(finding.bytes_per_epoch, signed=True)}/epoch"))
+        text = f"{format_bytes(finding.bytes_per_epoch, signed=True)}/epoch"
     elif finding.bytes_per_step is not None:
-        facts.append(("rate", f"{format_bytes(finding.bytes_per_step, signed=True)}/step"))
-    if finding.objects_per_step is not None:
-        facts.append(("objects", f"{format_count(finding.objects_per_step, signed=True)}/step"))
-    if finding.retained_bytes is not None:
-        facts.append(("retained", format_bytes(finding.retained_bytes)))
-    if finding.detected_at_step is not None:
-        facts.append(("detected at", f"step {finding.detected_at_step:,}"))
-    if finding.signal:
-        facts.append(("signal", finding.signal))
-    for label, value in (("holder", finding.holder_path), ("source", finding.source),
-                         ("pattern", finding.pattern)):
-        if value:
-            facts.append((label, value))
-    if finding.oom is not None:
-        facts.append(("OOM", oom_text(finding)))
-    return facts
+        text = f"{format_bytes(finding.bytes_per_step, signed=True)}/step"
+    else:
+        return "-"
+    where = SIGNAL_NAMES.get(finding.signal, finding.signal)
+    if finding.rate_basis == "holder":
+        return f"{text} (the holder's own size; {where} too flat to measure it)"
+    return f"{text} (measured: {where})"
 
 
-def oom_text(finding: Finding) -> str:
-    oom = finding.oom
+def holder_size_text(finding: Finding) -> str | None:
+    if finding.holder_bytes_per_step is None:
+        return None
+    text = f"{format_bytes(finding.holder_bytes_per_step, signed=True)}/step"
+    if finding.retained_bytes is not None and finding.retained_at_step is not None:
+        text += (f", {format_bytes(finding.retained_bytes)} at step "
+                 f"{finding.retained_at_step:,}")
+    return text
+
+
+def oom_text(oom: OomProjection | None) -> str:
     if oom is None:
         return ""
     limit = f"{oom.limit_name} {format_bytes(oom.limit_bytes)}"
     if oom.steps_to_oom is None:
         return f"not heading for the {limit} limit"
-    when = f" (~{format_duration(oom.seconds_to_oom)})" if oom.seconds_to_oom else ""
-    return f"{limit} reached in ~{oom.steps_to_oom:,.0f} steps{when}"
+    when = f" (~{format_duration(oom.seconds_to_oom)})" if oom.seconds_to_oom is not None else ""
+    return (f"{limit} reached in ~{oom.steps_to_oom:,.0f} steps{when}, from "
+            f"{format_bytes(oom.current_bytes)} at step {oom.at_step or 0:,}")
 
 
-def metadata_rows(view: RunView) -> list[tuple[str, str]]:
-    meta = view.state.meta
-    rows: list[tuple[str, str]] = [("name", view.state.name), ("status", view.state.status)]
-    rows += [(k, _show(meta[k])) for k in ("script", "argv", "cwd", "exit_code", "pid",
-                                            "hostname", "python", "torch", "platform")
-             if meta.get(k) not in (None, "")]
-    rows += [(k, format_time(meta.get(k))) for k in ("start_time", "end_time") if meta.get(k)]
-    rows += [(k, format_bytes(meta[k])) for k in ("ram_total", "cgroup_limit")
-             if isinstance(meta.get(k), (int, float))]
-    rows += [(k, _show(meta[k])) for k in ("devices", "gpu_totals", "step_definition",
-                                            "budget_pct", "torchleak_version")
-             if meta.get(k) not in (None, "", [], {})]
-    rows.append(("findings", view.report_source))
-    rows.append(("trace", str(view.state.path)))
+def pattern_text(finding: Finding) -> str | None:
+    if not finding.pattern:
+        return None
+    title = f"{finding.pattern_title}: " if finding.pattern_title else ""
+    return f"{title}{DOC_PAGE}#{finding.pattern}"
+
+
+def finding_facts(finding: Finding) -> list[tuple[str, str]]:
+    """The labelled facts of one finding, in the order every screen shows them."""
+    facts: list[tuple[str, str]] = [("rate", rate_text(finding))]
+    own = holder_size_text(finding)
+    if own:
+        facts.append(("holder's own size", own))
+    if finding.objects_per_step:
+        facts.append(("objects", f"{format_count(finding.objects_per_step, signed=True)}/step"))
+    if finding.oom is not None:
+        facts.append(("OOM", oom_text(finding.oom)))
+    if finding.detected_at_step is not None:
+        facts.append(("detected at", f"step {finding.detected_at_step:,}"))
+    for label, value in (("holder", finding.holder_path), ("source", finding.source),
+                         ("category", finding.category), ("pattern", pattern_text(finding))):
+        if value:
+            facts.append((label, value))
+    return facts
+
+
+def signal_last(signal: Signal, steps: int) -> str:
+    """The last value, with the step it was measured at when that is not the last step."""
+    text = format_value(signal.end_value, signal.unit)
+    if signal.last_step is not None and signal.last_step < steps:
+        text += f" at step {signal.last_step:,}"
+    return text
+
+
+def signal_rate(signal: Signal) -> str:
+    if signal.slope_per_step is None:
+        return "-"
+    if signal.verdict != "growing":
+        return "flat" if signal.verdict in ("healthy", "plateau") else signal.verdict
+    return format_rate(signal.slope_per_step, signal.unit)
+
+
+def metadata_rows(report: Report) -> list[tuple[str, str]]:
+    run = report.run
+    rows: list[tuple[str, str]] = [("name", str(run.get("name") or "")),
+                                   ("status", status_of(report))]
+    rows += [(k, _show(run[k])) for k in ("script", "argv", "exit_code", "pid", "hostname",
+                                           "python", "torch", "platform", "rank", "world_size")
+             if run.get(k) not in (None, "")]
+    rows += [(k, format_time(run.get(k))) for k in ("start_time", "end_time") if run.get(k)]
+    rows += [(k, format_bytes(run[k])) for k in ("ram_total", "swap_total", "cgroup_limit")
+             if isinstance(run.get(k), (int, float))]
+    if report.limit:
+        rows.append(("limit", f"{report.limit.get('name')} "
+                              f"{format_bytes(report.limit.get('bytes'))}"))
+    rows += [(k, _show(run[k])) for k in ("devices", "gpu_totals", "budget_pct",
+                                           "torchleak_version")
+             if run.get(k) not in (None, "", [], {})]
+    if report.overhead:
+        rows.append(("torchleak's cost", overhead_text(report.overhead)))
+    for change in report.safe:
+        rows.append(("--safe", f"{change.get('setting')}={change.get('value')} "
+                               f"(was {change.get('was')})"))
+    rows.append(("analysis", report.source))
+    if run.get("trace"):
+        rows.append(("trace", str(run["trace"])))
     return rows
+
+
+def overhead_text(overhead: dict[str, Any]) -> str:
+    if not overhead:
+        return "-"
+    text = (f"{overhead.get('ms_per_step', 0):.3g} ms per step "
+            f"({100 * float(overhead.get('share', 0)):.2g}% of a step)")
+    if overhead.get("probe_seconds") is not None:
+        text += f", expensive probes {overhead['probe_seconds']:.3g} s in all"
+    if overhead.get("disabled"):
+        text += f"; switched off: {', '.join(map(str, overhead['disabled']))}"
+    return text
+
+
+def guard_text(guard: dict[str, Any] | None) -> str | None:
+    if not guard:
+        return None
+    when = guard.get("seconds_to_limit")
+    why = ("memory passed its share of the limit" if guard.get("reason") == "limit"
+           else f"the limit was projected in ~{format_duration(when)}")
+    return (f"guard ({guard.get('mode')}) fired at step {guard.get('step'):,}: {why} "
+            f"({format_bytes(guard.get('memory_bytes'))} of {guard.get('limit_name')} "
+            f"{format_bytes(guard.get('limit_bytes'))}); "
+            f"{', '.join(guard.get('actions') or []) or 'no action'}")
 
 
 def _show(value: Any) -> str:
@@ -97,19 +184,12 @@ def _show(value: Any) -> str:
     return str(value)
 
 
-def holder_rows(view: RunView) -> list[dict[str, str]]:
+def holder_rows(report: Report) -> list[dict[str, str]]:
     """The holders that grew most, first sample to last: who holds the memory."""
-    rows = []
-    for h in view.holders:
-        rows.append({
-            "holder": h.holder,
-            "kind": h.kind + (f" ({h.type_name})" if h.type_name else ""),
-            "length": f"{_num(h.first_length)} -> {_num(h.last_length)}",
-            "bytes": f"{format_bytes(h.first_bytes)} -> {format_bytes(h.last_bytes)}",
-            "steps": f"{h.first_step:,}-{h.last_step:,}",
-        })
-    return rows
-
-
-def _num(value: int | None) -> str:
-    return "-" if value is None else f"{value:,}"
+    return [{
+        "holder": h.label,
+        "kind": h.kind + (f" ({h.type_name})" if h.type_name else ""),
+        "length": f"{format_count(h.first_length)} -> {format_count(h.last_length)}",
+        "bytes": f"{format_bytes(h.first_bytes)} -> {format_bytes(h.last_bytes)}",
+        "steps": f"{h.first_step:,}-{h.last_step:,}",
+    } for h in report.holders]

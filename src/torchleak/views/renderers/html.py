@@ -11,12 +11,13 @@ from importlib import resources
 from typing import Any
 
 from torchleak.errors import UsageError
-from torchleak.report import Finding
-from torchleak.views.model import LineSummary, RunView
+from torchleak.report import Finding, Report, Signal
+from torchleak.units import format_bytes, format_duration, format_value
 from torchleak.views.renderers.base import Renderer
-from torchleak.views.renderers.details import finding_facts, holder_rows, metadata_rows, verdict_parts
+from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
+                                               metadata_rows, signal_last, signal_rate,
+                                               status_of, verdict_parts)
 from torchleak.views.renderers.svg import PALETTE, oom_step, render_chart
-from torchleak.views.units import format_bytes, format_duration, format_value
 
 _TEMPLATE = "report.html"
 
@@ -24,7 +25,7 @@ _TEMPLATE = "report.html"
 class HtmlRenderer(Renderer):
     extension = ".html"
 
-    def render(self, view: RunView) -> str:
+    def render(self, report: Report) -> str:
         try:
             import jinja2
         except ImportError:
@@ -32,37 +33,44 @@ class HtmlRenderer(Renderer):
         source = resources.files("torchleak.views").joinpath("templates", _TEMPLATE).read_text("utf-8")
         env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
                                  trim_blocks=True, lstrip_blocks=True)
-        return env.from_string(source).render(**self.context(view, jinja2.utils.markupsafe.Markup))
+        return env.from_string(source).render(**self.context(report, jinja2.utils.markupsafe.Markup))
 
-    def context(self, view: RunView, markup: Any) -> dict[str, Any]:
+    def context(self, report: Report, markup: Any) -> dict[str, Any]:
+        title, reason = verdict_parts(report)
         return {
-            "title": f"torchleak: {view.state.name}",
-            "run": view.state,
-            "verdict": view.verdict,
-            "verdict_title": verdict_parts(view)[0],
-            "verdict_reason": verdict_parts(view)[1],
-            "source": view.report_source,
-            "stats": _stats(view),
-            "findings": [_card(f) for f in view.findings],
-            "charts": _charts(view, markup),
-            "holders": holder_rows(view),
-            "metadata": metadata_rows(view),
+            "title": f"torchleak: {report.run.get('name') or 'run'}",
+            "name": report.run.get("name") or "run",
+            "subtitle": f"{report.run.get('script') or ''} · {status_of(report)}",
+            "verdict": report.verdict,
+            "verdict_title": title,
+            "verdict_reason": reason,
+            "guard": guard_text(report.guard),
+            "source": report.source,
+            "stats": _stats(report),
+            "findings": [_card(f) for f in report.findings],
+            "charts": _charts(report, markup),
+            "holders": holder_rows(report),
+            "metadata": metadata_rows(report),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         }
 
 
-def _stats(view: RunView) -> list[tuple[str, str]]:
-    meta = view.state.meta
-    start, end = meta.get("start_time"), meta.get("end_time")
-    stats = [("steps", f"{view.state.steps:,}"), ("status", view.state.status)]
+def _stats(report: Report) -> list[tuple[str, str]]:
+    run = report.run
+    start, end = run.get("start_time"), run.get("end_time")
+    stats = [("steps", f"{report.steps:,}"), ("status", status_of(report))]
     if isinstance(start, (int, float)):
         stop = end if isinstance(end, (int, float)) else time.time()
         stats.append(("duration", format_duration(stop - start)))
-    peaks = {s.line.name: s.line.peak for s in view.summaries()}
     for name, label in (("main_uss", "peak main USS"), ("workers_uss", "peak workers USS"),
-                        ("cuda_allocated", "peak CUDA allocated"), ("tensor_bytes", "peak tensor bytes")):
-        if peaks.get(name) is not None:
-            stats.append((label, format_bytes(peaks[name])))
+                        ("cuda_allocated", "peak CUDA allocated"),
+                        ("tensor_bytes", "peak tensor bytes")):
+        signal = report.signal(name)
+        if signal is not None and signal.peak_value is not None:
+            stats.append((label, format_bytes(signal.peak_value)))
+    if report.overhead:
+        stats.append(("torchleak's cost", f"{100 * float(report.overhead.get('share', 0)):.2g}% "
+                                          "of a step"))
     return stats
 
 
@@ -74,41 +82,46 @@ def _card(finding: Finding) -> dict[str, Any]:
         "facts": finding_facts(finding),
         "evidence": list(finding.evidence),
         "fix": finding.fix,
+        "anchor": finding.pattern or "",
     }
 
 
-def _charts(view: RunView, markup: Any) -> list[dict[str, Any]]:
-    by_chart: dict[str, list[LineSummary]] = {}
-    for summary in view.summaries():
-        by_chart.setdefault(summary.chart.key, []).append(summary)
+def _charts(report: Report, markup: Any) -> list[dict[str, Any]]:
+    groups: dict[str, list[Signal]] = {}
+    for signal in report.signals:
+        groups.setdefault(signal.chart or signal.name, []).append(signal)
+    ooms = {f.signal: f.oom for f in report.serious if f.oom is not None}
     charts = []
-    for chart in view.charts:
-        oom = next((view.ooms[ln.name] for ln in chart.lines if ln.name in view.ooms), None)
-        last = max(s for ln in chart.lines if ln.plot for s in ln.steps)
-        svg = render_chart(chart, view.marks, view.trends, oom)
+    for key, signals in groups.items():
+        plotted = [s for s in signals if s.plot and s.steps]
+        if not plotted:
+            continue
+        unit = plotted[0].unit
+        oom = next((ooms[s.name] for s in signals if s.name in ooms), None)
+        last = int(max(x for s in plotted for x in s.steps))
         charts.append({
-            "key": chart.key,
-            "title": chart.title,
-            "note": chart.note,
-            "svg": markup(svg),
-            "legend": [(ln.label, PALETTE[i % len(PALETTE)], ln.primary)
-                       for i, ln in enumerate(ln for ln in chart.lines if ln.plot)],
-            "rows": [_chart_row(s) for s in by_chart.get(chart.key, [])],
-            "growing": any(ln.name in view.trends for ln in chart.lines if ln.plot),
+            "key": key,
+            "title": signals[0].chart_title or key,
+            "note": "",
+            "svg": markup(render_chart(signals[0].chart_title or key, unit, plotted,
+                                       report.marks, oom)),
+            "legend": [(s.label or s.name, PALETTE[i % len(PALETTE)], s.primary)
+                       for i, s in enumerate(plotted)],
+            "rows": [_chart_row(s, report.steps) for s in signals],
+            "growing": any(s.fit is not None for s in plotted),
             "oom_note": _oom_note(oom, last) if oom and not oom_step(oom, last) else "",
         })
     return charts
 
 
-def _chart_row(summary: LineSummary) -> dict[str, str]:
-    unit, line = summary.chart.unit, summary.line
+def _chart_row(signal: Signal, steps: int) -> dict[str, str]:
     return {
-        "label": line.label,
-        "first": format_value(line.values[0] if line.values else None, unit),
-        "last": format_value(line.last, unit),
-        "peak": format_value(line.peak, unit),
-        "rate": summary.rate_text,
-        "verdict": summary.judged.verdict if summary.judged else "",
+        "label": signal.label or signal.name,
+        "first": format_value(signal.start_value, signal.unit),
+        "last": signal_last(signal, steps),
+        "peak": format_value(signal.peak_value, signal.unit),
+        "rate": signal_rate(signal),
+        "verdict": signal.verdict,
     }
 
 

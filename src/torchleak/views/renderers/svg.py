@@ -1,7 +1,9 @@
-"""Hand-built inline SVG charts: no matplotlib, no external URL, a few KB per chart.
+"""Hand-built inline SVG charts: no script, no external URL, a few KB per chart.
 
 A chart is one signal family over steps: its lines, the epoch/validation marks, the
-fitted trend (dashed) and, when the Report projects one, the OOM limit and step.
+fitted line (dashed) on the series it was fitted to, over the steps it was fitted on,
+and, when the Report projects one, the OOM limit and step. Points carry ``<title>``
+values, so hovering shows them without any script.
 """
 
 from __future__ import annotations
@@ -10,10 +12,8 @@ import math
 from dataclasses import dataclass
 from html import escape
 
-from torchleak.report import OomProjection
-from torchleak.views.series import Chart, Mark, downsample
-from torchleak.views.trend import Trend
-from torchleak.views.units import format_count, format_duration, format_rate, format_value
+from torchleak.report import Fit, Mark, OomProjection, Signal
+from torchleak.units import format_count, format_duration, format_rate, format_value
 
 WIDTH, HEIGHT = 880, 270
 LEFT, RIGHT, TOP, BOTTOM = 74, 24, 22, 36
@@ -46,25 +46,46 @@ def oom_step(oom: OomProjection | None, last_step: int) -> float | None:
     return step if step <= OOM_SHOWN_WITHIN * max(last_step, 1) else None
 
 
-def render_chart(chart: Chart, marks: list[Mark], trends: dict[str, Trend],
+HOVER_POINTS = 120  # points per series that carry a hover title
+
+
+def render_chart(title: str, unit: str, signals: list[Signal], marks: list[Mark],
                  oom: OomProjection | None = None) -> str:
-    plotted = [ln for ln in chart.lines if ln.plot]
-    steps = [s for ln in plotted for s in ln.steps]
-    values = [v for ln in plotted for v in ln.values]
+    plotted = [s for s in signals if s.plot and s.steps]
+    steps = [x for s in plotted for x in s.steps]
+    values = [v for s in plotted for v in s.values]
     last = max(steps)
-    projected = oom_step(oom, last)
+    projected = oom_step(oom, int(last))
     x1 = projected * 1.04 if projected else last
     y_hi = max([*values, oom.limit_bytes] if (projected and oom) else values)
     frame = _frame(min(steps), x1, min(values), y_hi)
-    parts = [_axes(frame, chart.unit), _marks(frame, marks)]
-    parts += [_polyline(frame, ln.steps, ln.values, PALETTE[i % len(PALETTE)], ln.primary)
-              for i, ln in enumerate(plotted)]
-    parts += [_trend(frame, trends[ln.name], chart.unit) for ln in plotted if ln.name in trends]
+    parts = [_axes(frame, unit), _marks(frame, marks)]
+    for i, signal in enumerate(plotted):
+        color = PALETTE[i % len(PALETTE)]
+        parts.append(_polyline(frame, signal.steps, signal.values, color, signal.primary))
+        parts.append(_hover(frame, signal, unit))
+        if signal.fit is not None:
+            parts.append(_trend(frame, signal.fit, unit))
     if projected and oom:
         parts.append(_oom(frame, oom, projected))
-    label = escape(chart.title)
+    label = escape(title)
     return (f'<svg class="chart" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="{label}" '
             f'preserveAspectRatio="xMidYMid meet">{"".join(parts)}</svg>')
+
+
+def _hover(frame: Frame, signal: Signal, unit: str) -> str:
+    """Invisible points with a title each: the value under the mouse, no script."""
+    n = len(signal.steps)
+    every = max(1, math.ceil(n / HOVER_POINTS))
+    out = ['<g class="hover">']
+    for i in range(0, n, every):
+        step, value = signal.steps[i], signal.values[i]
+        out.append(f'<circle cx="{frame.x(step):.1f}" cy="{frame.y(value):.1f}" r="4">'
+                   f'<title>{escape(signal.label or signal.name)}: '
+                   f'{escape(format_value(value, unit))} at step {format_count(step)}'
+                   f'</title></circle>')
+    out.append("</g>")
+    return "".join(out)
 
 
 def _frame(x0: float, x1: float, y0: float, y1: float) -> Frame:
@@ -171,10 +192,11 @@ def _vertical(frame: Frame, mark: Mark, label: bool = True) -> str:
             f'y="{TOP - 6}">{escape(text)}</text>')
 
 
-def _polyline(frame: Frame, steps: list[int], values: list[float], color: str, primary: bool) -> str:
+def _polyline(frame: Frame, steps: list[float], values: list[float], color: str,
+              primary: bool) -> str:
     if not steps:
         return ""
-    xs, ys = downsample(steps, values)
+    xs, ys = steps, values
     points = " ".join(f"{frame.x(s):.1f},{frame.y(v):.1f}" for s, v in zip(xs, ys))
     css = "series" if primary else "series secondary"
     if len(xs) == 1:
@@ -183,13 +205,10 @@ def _polyline(frame: Frame, steps: list[int], values: list[float], color: str, p
     return f'<polyline class="{css}" stroke="{color}" points="{points}"/>'
 
 
-def _trend(frame: Frame, trend: Trend, unit: str) -> str:
-    x_start, x_end = trend.first_step, frame.x1
-    y_start, y_end = trend.at(x_start), trend.at(x_end)
-    if y_end > frame.y1:  # clip at the top of the plot
-        x_end = x_start + (frame.y1 - y_start) / trend.slope if trend.slope else x_end
-        y_end = frame.y1
-    label = f"fitted trend {format_rate(trend.slope, unit)}"
+def _trend(frame: Frame, fit: Fit, unit: str) -> str:
+    x_start, x_end = fit.first_step, fit.last_step
+    y_start, y_end = fit.at(x_start), fit.at(x_end)
+    label = f"fitted line {format_rate(fit.slope, unit)}"
     return (f'<line class="trend" x1="{frame.x(x_start):.1f}" y1="{frame.y(y_start):.1f}" '
             f'x2="{frame.x(x_end):.1f}" y2="{frame.y(y_end):.1f}"><title>{escape(label)}</title></line>'
             f'<text class="trend-label" x="{WIDTH - RIGHT - 6}" y="{HEIGHT - BOTTOM - 8}" '

@@ -1,24 +1,27 @@
-"""The terminal summary: verdict, one sparkline per signal, the findings (rich)."""
+"""The terminal report: verdict, one sparkline per signal, the findings.
+
+Plain lines and aligned tables, coloured when the output is a terminal. Nothing is ever
+cut to fit the width: piped into a file or ``cat``, every value is printed in full.
+"""
 
 from __future__ import annotations
 
 import io
 
-from rich import box
-from rich.console import Console, Group, RenderableType
-from rich.panel import Panel
-from rich.table import Table
+from rich.console import Console
 from rich.text import Text
 
-from torchleak.report import Finding
-from torchleak.views.model import RunView
+from torchleak.report import Finding, Report
+from torchleak.units import format_value
 from torchleak.views.renderers.base import Renderer
-from torchleak.views.renderers.details import finding_facts, holder_rows, metadata_rows, verdict_parts
+from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
+                                               metadata_rows, signal_last, signal_rate,
+                                               status_of, verdict_parts)
 from torchleak.views.sparkline import sparkline
-from torchleak.views.units import format_value
+from torchleak.views.tabular import format_table
 
 VERDICT_STYLES = {"leak": "bold red", "no_leak": "bold green", "inconclusive": "bold yellow"}
-SEVERITY_STYLES = {"high": "red", "medium": "yellow", "low": "dim"}
+SEVERITY_STYLES = {"high": "bold red", "medium": "bold yellow", "low": "dim"}
 
 
 class TextRenderer(Renderer):
@@ -28,76 +31,73 @@ class TextRenderer(Renderer):
         self.color = color
         self.width = width
 
-    def render(self, view: RunView) -> str:
+    def render(self, report: Report) -> str:
         buffer = io.StringIO()
-        console = Console(file=buffer, width=self.width, force_terminal=self.color,
-                          color_system="truecolor" if self.color else None, highlight=False)
-        # The sparkline takes what the numbers leave of the width.
-        console.print(summary_renderable(view, spark_width=max(12, min(40, self.width - 62))))
+        console = Console(file=buffer, width=max(self.width, 40), force_terminal=self.color,
+                          color_system="truecolor" if self.color else None, highlight=False,
+                          soft_wrap=True)
+        spark = max(12, min(40, self.width - 70))
+        for part in report_lines(report, spark):
+            console.print(part)
         return buffer.getvalue()
 
 
-def summary_renderable(view: RunView, spark_width: int = 32) -> RenderableType:
-    parts: list[RenderableType] = [verdict_panel(view), signal_table(view, spark_width)]
-    parts += [finding_panel(f) for f in view.findings]
-    if view.holders:
-        parts.append(holder_table(view))
-    parts.append(_run_line(view))
-    return Group(*parts)
-
-
-def verdict_panel(view: RunView) -> Panel:
-    title, reason = verdict_parts(view)
-    style = VERDICT_STYLES.get(view.verdict, "bold")
-    body = Text(title, style=style)
+def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
+    title, reason = verdict_parts(report)
+    name = report.run.get("name") or "run"
+    lines = [Text(f"torchleak: {name} ({status_of(report)}, {report.steps:,} steps)",
+                  style="bold"),
+             Text(title, style=VERDICT_STYLES.get(report.verdict, "bold"))]
     if reason:
-        body.append(f"\n{reason}", style="default")
-    header = f"torchleak: {view.state.name} ({view.state.status}, {view.state.steps:,} steps)"
-    return Panel(body, title=header, title_align="left", border_style=style.split()[-1])
+        lines.append(Text(reason))
+    guard = guard_text(report.guard)
+    if guard:
+        lines.append(Text(guard, style="bold red"))
+    lines += [Text(""), Text("memory over steps", style="bold"), Text(_signal_table(report,
+                                                                                  spark_width))]
+    for finding in report.findings:
+        lines += [Text(""), *finding_lines(finding)]
+    if report.holders:
+        lines += [Text(""), Text("holders that grew", style="bold"), Text(_holder_table(report))]
+    lines += [Text(""), Text(_run_line(report), style="dim")]
+    return lines
 
 
-def signal_table(view: RunView, spark_width: int = 32) -> Table:
-    table = Table(title="memory over steps", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False)
-    for column, justify in (("signal", "left"), ("last", "right"), ("peak", "right"),
-                            ("trend", "right"), ("", "left")):
-        table.add_column(column, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    for row in view.summaries():
-        unit, line = row.chart.unit, row.line
-        growing = line.name in view.trends
-        rate = Text(row.rate_text, style="red" if growing else "")
-        table.add_row(f"{line.name}", format_value(line.last, unit), format_value(line.peak, unit),
-                      rate, Text(sparkline(line.values, spark_width), style="cyan"))
-    return table
+def _signal_table(report: Report, spark_width: int) -> str:
+    rows = []
+    for signal in report.signals:
+        if signal.name.startswith("holder:"):
+            continue
+        rows.append([signal.name, signal_last(signal, report.steps),
+                     format_value(signal.peak_value, signal.unit), signal_rate(signal),
+                     sparkline(signal.values, spark_width)])
+    return format_table(["signal", "last", "peak", "trend", ""], rows).rstrip("\n")
 
 
-def holder_table(view: RunView) -> Table:
-    table = Table(title="holders that grew", title_justify="left", box=box.SIMPLE_HEAD,
-                  pad_edge=False)
-    for column in ("holder", "kind", "length", "retained", "steps"):
-        table.add_column(column, no_wrap=column != "holder")
-    for row in holder_rows(view):
-        table.add_row(row["holder"], row["kind"], row["length"], row["bytes"], row["steps"])
-    return table
+def _holder_table(report: Report) -> str:
+    rows = [[r["holder"], r["kind"], r["length"], r["bytes"], r["steps"]]
+            for r in holder_rows(report)]
+    return format_table(["holder", "kind", "length", "own size", "steps"], rows).rstrip("\n")
 
 
-def finding_panel(finding: Finding) -> Panel:
-    style = SEVERITY_STYLES.get(finding.severity, "")
-    body = Text()
+def finding_lines(finding: Finding) -> list[Text]:
+    head = Text(f"{finding.severity.upper()} ", style=SEVERITY_STYLES.get(finding.severity, ""))
+    head.append(f"{finding.kind}: {finding.culprit}", style="bold")
+    lines = [head]
     for key, value in finding_facts(finding):
-        body.append(f"{key:>12}  ", style="dim")
-        body.append(f"{value}\n")
-    for item in finding.evidence:
-        body.append(f"  - {item}\n")
+        line = Text(f"{key:>18}  ", style="dim")
+        line.append(value)
+        lines.append(line)
+    lines += [Text(f"  - {item}") for item in finding.evidence]
     if finding.fix:
-        body.append("fix: ", style="bold green")
-        body.append(finding.fix)
-    body.rstrip()
-    title = f"{finding.severity.upper()} {finding.kind}: {finding.culprit}"
-    return Panel(body, title=title, title_align="left", border_style=style or "white")
+        fix = Text("  fix: ", style="bold green")
+        fix.append(finding.fix)
+        lines.append(fix)
+    return lines
 
 
-def _run_line(view: RunView) -> Text:
-    rows = dict(metadata_rows(view))
-    bits = [rows.get("script", ""), f"trace {rows['trace']}", f"findings: {rows['findings']}"]
-    return Text(" | ".join(b for b in bits if b), style="dim")
+def _run_line(report: Report) -> str:
+    rows = dict(metadata_rows(report))
+    bits = [rows.get("script", ""), f"trace {rows.get('trace', '-')}",
+            "torchleak's cost: " + rows.get("torchleak's cost", "-")]
+    return " | ".join(b for b in bits if b)

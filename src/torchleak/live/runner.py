@@ -1,8 +1,10 @@
 """Run a script or module exactly as ``python script.py`` / ``python -m mod`` would.
 
-Same ``__main__``, ``sys.argv``, ``sys.path[0]``, cwd, standard streams and exit code; an
-uncaught exception goes through ``sys.excepthook`` with torchleak's and runpy's frames
-cut off, so the user sees the traceback Python would print.
+Same ``__main__``, ``sys.argv``, ``sys.path[0]``, cwd, standard streams, exit code and
+death signal; an uncaught exception goes through ``sys.excepthook`` with torchleak's and
+runpy's frames cut off, so the user sees the traceback Python would print. An uncaught
+``KeyboardInterrupt`` ends the process by SIGINT, as Python does (``die_like_python``),
+once torchleak has closed its trace.
 """
 
 from __future__ import annotations
@@ -74,8 +76,32 @@ def validate(target: Target) -> None:
                                 "or the current folder on sys.path?)")
 
 
-def run_target(target: Target) -> tuple[int, bool]:
-    """Run it; return (exit code, raised) the way the interpreter would report them."""
+@dataclass
+class Outcome:
+    """How the program ended, the way the interpreter would report it."""
+
+    code: int
+    raised: bool  # an uncaught exception (traceback printed)
+    signal: int | None = None  # die by this signal, as Python does for KeyboardInterrupt
+
+
+def die_like_python(outcome: Outcome) -> None:
+    """End the process by ``outcome.signal`` when Python would have (after our cleanup)."""
+    if outcome.signal is None:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    import signal
+
+    signal.signal(outcome.signal, signal.SIG_DFL)
+    os.kill(os.getpid(), outcome.signal)
+
+
+def run_target(target: Target) -> Outcome:
+    """Run it; return how it ended."""
     saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
     try:
         if target.script is not None:
@@ -91,19 +117,31 @@ def run_target(target: Target) -> tuple[int, bool]:
             sys.argv = [target.module or "", *target.args]
             _set_path0(os.getcwd())
             runpy.run_module(target.module or "", run_name="__main__", alter_sys=True)
-        return 0, False
+        return Outcome(0, False)
     except SystemExit as exc:
-        return _exit_code(exc.code), False
+        return Outcome(_exit_code(exc.code), False)
     except KeyboardInterrupt as exc:
         _print_exception(exc)
-        return 130, True
+        return Outcome(130, True, _sigint())
     except BaseException as exc:  # noqa: BLE001 - the user's exception, reported like Python
         _print_exception(exc)
-        return 1, True
+        return Outcome(1, True)
     finally:
         sys.argv = saved_argv
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
+
+
+def _sigint() -> int | None:
+    """Python dies by SIGINT on an uncaught KeyboardInterrupt when SIGINT's handler is
+    its own default one."""
+    import signal
+
+    try:
+        handler = signal.getsignal(signal.SIGINT)
+    except ValueError:
+        return None
+    return int(signal.SIGINT) if handler is signal.default_int_handler else None
 
 
 def _run_file(script: str) -> None:

@@ -1,0 +1,69 @@
+"""Why the process grows: what the heap's own accounting shows over a growth window.
+
+The recorder samples ``sys.getallocatedblocks()`` (Python objects) and the C
+allocator's split (bytes in use, freed bytes it keeps, its own mmap()ed blocks); the
+census counts tensor bytes. Against the process's measured growth they tell:
+- **allocator retention**: the allocator's kept-free bytes grow with the process;
+- **native memory**: bytes in use grow (or the process grows outside malloc) while
+  Python objects and tensors stay flat;
+- **Python objects**: the object count grows with the process.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torchleak.analysis.series import RunData, Series
+from torchleak.analysis.stats import theil_sen
+from torchleak.units import format_bytes, format_count
+from torchleak.vocab import FindingKind as K
+
+EXPLAINS = 0.5  # a component explains the growth when it grows at least this share of it
+FLAT = 0.15  # ... and a component is flat when it grows less than this share of it
+BYTES_PER_BLOCK = 64  # a Python object's typical size, to weigh object counts as bytes
+
+
+@dataclass
+class Cause:
+    kind: str | None  # K.ALLOCATOR_RETENTION | K.NATIVE_MEMORY | None (Python objects/unknown)
+    evidence: list[str] = field(default_factory=list)
+
+
+def slope_in(series: Series | None, first: float, last: float,
+             min_points: int = 4) -> float | None:
+    """The Theil-Sen slope of ``series`` between two steps (None when too few points)."""
+    if series is None:
+        return None
+    pts = [(x, y) for x, y in zip(series.x, series.y) if first <= x <= last]
+    if len(pts) < min_points:
+        return None
+    return theil_sen([p[0] for p in pts], [p[1] for p in pts])
+
+
+def classify(data: RunData, growth: float, first: float, last: float) -> Cause:
+    """What the process's ``growth`` bytes/step between ``first`` and ``last`` is made of."""
+    if growth <= 0:
+        return Cause(None)
+    kept_free = slope_in(data.heap.get("malloc_free"), first, last)
+    in_use = slope_in(data.heap.get("malloc_in_use"), first, last)
+    blocks = slope_in(data.heap.get("py_blocks"), first, last)
+    # The census is sparse (anchors and budget): two samples in the window will do.
+    tensors = slope_in(data.census.get("tensor_bytes"), first, last, min_points=2)
+    python = (blocks or 0.0) * BYTES_PER_BLOCK
+    evidence = [f"process {format_bytes(growth, signed=True)}/step"]
+    if blocks is not None:
+        evidence.append(f"Python objects {format_count(blocks, signed=True)}/step")
+    if tensors is not None:
+        evidence.append(f"tensor bytes {format_bytes(tensors, signed=True)}/step")
+    if kept_free is not None:
+        evidence.append(f"allocator free-but-kept {format_bytes(kept_free, signed=True)}/step")
+    if in_use is not None:
+        evidence.append(f"allocator in use {format_bytes(in_use, signed=True)}/step")
+    line = ", ".join(evidence)
+    objects_flat = (blocks is not None and tensors is not None and python < FLAT * growth
+                    and tensors < FLAT * growth)
+    if kept_free is not None and kept_free >= EXPLAINS * growth:
+        return Cause(K.ALLOCATOR_RETENTION, [line])
+    if objects_flat and (in_use is None or in_use >= EXPLAINS * growth or kept_free is not None):
+        return Cause(K.NATIVE_MEMORY, [line])
+    return Cause(None, [line])

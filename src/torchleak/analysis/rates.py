@@ -1,0 +1,113 @@
+"""Every rate a finding prints is the memory the process measurably loses.
+
+For each measured signal (main USS, workers' USS, CUDA allocated) the findings that
+explain it share its measured growth over their growth window, in proportion to their
+holders' own sizes; the holder's own size stays beside it as a separate figure. When the
+process grows much faster than the named holders explain, the finding says so and names
+the cause the heap shows (freed memory the allocator keeps, or native memory), with the
+fix for that cause first. When the signal is too flat to measure (a list of floats), the
+holder's own growth is the rate, marked as such.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from torchleak.analysis.advice import RETENTION_PREFIX, advice_for
+from torchleak.analysis.causes import classify, slope_in
+from torchleak.analysis.holders import HolderFinding
+from torchleak.analysis.oom import project
+from torchleak.analysis.series import RunData
+from torchleak.analysis.signals import Judged
+from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, warmup_steps
+from torchleak.report import Finding
+from torchleak.units import format_bytes
+from torchleak.vocab import FindingKind as K
+from torchleak.vocab import Severity
+
+FASTER = 3.0  # the process grows this many times faster than its holders: say why
+
+
+def measured_slope(data: RunData, judged: dict[str, Judged], signal: str,
+                   since: float) -> float | None:
+    """The signal's growth per step from ``since`` on, when the signal grows at all."""
+    j = judged.get(signal)
+    if j is None or not j.trend.growing:
+        return None
+    start = max(since, warmup_steps(data.steps))
+    window = slope_in(j.series, start, float(data.steps))
+    # A late onset: the growth window's own slope; else the judged (trough) slope.
+    return window if window is not None and window > j.trend.slope else j.trend.slope
+
+
+def assign_rates(data: RunData, judged: dict[str, Judged], holders: list[HolderFinding],
+                 others: list[Finding]) -> None:
+    """Fill ``bytes_per_step``, ``oom`` and the cause of every finding, in place."""
+    by_signal: dict[str, list[HolderFinding]] = defaultdict(list)
+    for h in holders:
+        if h.finding.serious:
+            by_signal[h.finding.signal].append(h)
+    for signal, group in by_signal.items():
+        _share(data, judged, signal, group)
+    for h in holders:
+        if h.finding.bytes_per_step is None:  # low severity, or a signal too flat to tell
+            h.finding.bytes_per_step = h.finding.holder_bytes_per_step
+            h.finding.rate_basis = "holder"
+        _per_epoch(h)
+    for finding in others:
+        if finding.bytes_per_step is None and finding.signal in judged:
+            finding.bytes_per_step = round(judged[finding.signal].trend.slope, 1)
+    for finding in [h.finding for h in holders] + others:
+        total = _signal_total(judged, finding)
+        finding.oom = project(data, finding.signal, total)
+
+
+def _signal_total(judged: dict[str, Judged], finding: Finding) -> float | None:
+    j = judged.get(finding.signal)
+    if j is not None and j.trend.growing:
+        return max(j.trend.slope, finding.bytes_per_step or 0.0)
+    return finding.bytes_per_step
+
+
+def _share(data: RunData, judged: dict[str, Judged], signal: str,
+           group: list[HolderFinding]) -> None:
+    onset = min(h.onset for h in group)
+    measured = measured_slope(data, judged, signal, onset)
+    if measured is None or measured <= 0:
+        return
+    own = [max(0.0, h.finding.holder_bytes_per_step or 0.0) for h in group]
+    total_own = sum(own)
+    weights = [o / total_own for o in own] if total_own > 0 else [1 / len(group)] * len(group)
+    for h, weight in zip(group, weights):
+        h.finding.bytes_per_step = round(measured * weight, 1)
+        h.finding.rate_basis = "measured"
+        if h.finding.bytes_per_step >= HIGH_BYTES_PER_STEP:
+            h.finding.severity = Severity.HIGH.value
+    if total_own <= 0 or measured > FASTER * total_own:
+        _explain_excess(data, group, measured, total_own, onset)
+
+
+def _explain_excess(data: RunData, group: list[HolderFinding], measured: float,
+                    total_own: float, onset: float) -> None:
+    """The holders explain little of the growth: say what the heap shows instead."""
+    cause = classify(data, measured, max(onset, warmup_steps(data.steps)), float(data.steps))
+    top = max(group, key=lambda h: h.finding.bytes_per_step or 0.0)
+    finding = top.finding
+    ratio = f"{measured / total_own:.0f}x" if total_own > 0 else "far"
+    finding.evidence.append(f"the process grows {format_bytes(measured, signed=True)}/step, "
+                            f"{ratio} faster than the named holders' own "
+                            f"{format_bytes(total_own, signed=True)}/step")
+    finding.evidence.extend(cause.evidence)
+    if cause.kind in (K.ALLOCATOR_RETENTION, K.NATIVE_MEMORY):
+        finding.cause = cause.kind
+        name = finding.holder_path.split(".")[-1] if finding.holder_path else "it"
+        advice = advice_for(cause.kind, name, str(data.meta.get("script") or "SCRIPT"))
+        finding.fix = RETENTION_PREFIX[cause.kind].replace("{name}", name) + advice.fix
+        finding.pattern, finding.pattern_title = advice.pattern.anchor, advice.pattern.title
+        if finding.severity == Severity.LOW:
+            finding.severity = Severity.MEDIUM.value
+
+
+def _per_epoch(h: HolderFinding) -> None:
+    if h.steps_per_epoch and h.finding.bytes_per_step is not None:
+        h.finding.bytes_per_epoch = round(h.finding.bytes_per_step * h.steps_per_epoch, 1)

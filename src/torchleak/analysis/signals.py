@@ -1,0 +1,171 @@
+"""The measured memory signals: is each one growing, and the findings for growth that no
+holder names (DataLoader workers, CUDA fragmentation, native memory, allocator retention,
+or growth nothing explains yet).
+
+A steady leak is a leak even when nothing is named: the verdict follows the measured
+growth of the process, not the confidence of the holder walk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torchleak.analysis.advice import advice_for
+from torchleak.analysis.causes import classify
+from torchleak.analysis.series import RunData, Series
+from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, MEDIUM_BYTES_PER_STEP, MIB, warmup_steps
+from torchleak.analysis.trend import Trend, judge
+from torchleak.report import Finding
+from torchleak.units import format_bytes
+from torchleak.vocab import FindingKind as K
+from torchleak.vocab import Severity
+from torchleak.vocab import Signal as S
+
+MIN_MEMORY_GROWTH = {S.MAIN_USS: 8 * MIB, S.WORKERS_USS: 8 * MIB,
+                     S.CUDA_ALLOCATED: 8 * MIB, S.CUDA_RESERVED_UNUSED: 64 * MIB}
+TITLES = {"tensors": "live tensors", "graph_nodes": "autograd nodes",
+          S.MAIN_USS: "main process memory (USS)",
+          S.WORKERS_USS: "DataLoader worker memory (USS, summed)",
+          S.CUDA_ALLOCATED: "CUDA allocated", S.CUDA_RESERVED_UNUSED: "CUDA reserved but unallocated"}
+# Census series are sparse (anchors + budget), judged only when a long run gave enough.
+MIN_CENSUS_GROWTH = {"tensors": 16.0, "graph_nodes": 256.0}
+WINDOWS = 20
+
+
+@dataclass
+class Judged:
+    series: Series
+    trend: Trend
+
+
+def judge_signals(data: RunData) -> dict[str, Judged]:
+    warmup = warmup_steps(data.steps)
+    judged = {}
+    for name, series in data.memory.items():
+        if series:
+            judged[name] = Judged(series, judge(series.x, series.y, warmup=warmup,
+                                                windows=WINDOWS,
+                                                min_growth=MIN_MEMORY_GROWTH.get(name, 8 * MIB)))
+    for name, min_growth in MIN_CENSUS_GROWTH.items():
+        series = data.census.get(name)
+        if series is not None and len(series.x) >= 5:
+            judged[name] = Judged(series, judge(series.x, series.y, warmup=warmup,
+                                                windows=WINDOWS, min_growth=min_growth))
+    return judged
+
+
+def signal_findings(data: RunData, judged: dict[str, Judged],
+                    named: list[Finding]) -> list[Finding]:
+    """Findings for measured growth: workers, fragmentation, and growth no holder names."""
+    found = []
+    named_signals = {f.signal for f in named if f.serious}
+    for name, j in judged.items():
+        if not j.trend.growing:
+            continue
+        if name == S.WORKERS_USS:
+            found.append(worker_finding(data, j.trend))
+        elif name == S.CUDA_RESERVED_UNUSED:
+            found.append(_fragmentation(data, j.trend))
+        elif name in MIN_CENSUS_GROWTH:
+            if not named:
+                found.append(_census_finding(name, j.trend))
+        elif name not in named_signals:
+            found.append(unnamed_finding(data, name, j))
+    return found
+
+
+def _steady(series: Series, trend: Trend) -> bool:
+    """The second half of the window grew at least half as fast as the first: not a rise
+    that slows down (arenas or buffers filling up)."""
+    pts = [(x, y) for x, y in zip(series.x, series.y) if trend.first_step <= x <= trend.last_step]
+    if len(pts) < 8:
+        return True
+    mid = (trend.first_step + trend.last_step) / 2
+    first = [y for x, y in pts if x <= mid]
+    second = [y for x, y in pts if x > mid]
+    rise_first = min(second[: max(1, len(second) // 4)]) - min(first)
+    rise_second = min(second[-max(1, len(second) // 4):]) - min(second)
+    return not (rise_first > 0 and rise_second < 0.5 * rise_first)
+
+
+def unnamed_finding(data: RunData, signal: str, j: Judged) -> Finding:
+    """Growth no holder names: called a leak when steady, with what the heap shows."""
+    trend = j.trend
+    cause = classify(data, trend.slope, trend.first_step, trend.last_step)
+    kind = cause.kind or K.MEMORY
+    severity = Severity.LOW
+    if _steady(j.series, trend) and trend.slope >= MEDIUM_BYTES_PER_STEP:
+        severity = Severity.HIGH if trend.slope >= 64 * HIGH_BYTES_PER_STEP else Severity.MEDIUM
+    title = TITLES.get(signal, signal)
+    what = {K.NATIVE_MEMORY: "native memory outside Python objects and tensors",
+            K.ALLOCATOR_RETENTION: "freed memory kept by the C allocator"}.get(kind, "no named holder")
+    advice = advice_for(kind, script=str(data.meta.get("script") or "SCRIPT"))
+    evidence = [f"{title}: {format_bytes(trend.start)} -> {format_bytes(trend.end)} "
+                f"({trend.reason})", *cause.evidence]
+    natives = _native_handles(data)
+    if kind == K.NATIVE_MEMORY and natives:
+        evidence.append("native handles in reach of your code: " + "; ".join(natives))
+    return Finding(kind=kind, culprit=f"{title}: {what}", severity=severity.value,
+                   fix=advice.fix, pattern=advice.pattern.anchor,
+                   pattern_title=advice.pattern.title, signal=signal, cause=cause.kind,
+                   evidence=evidence)
+
+
+def _native_handles(data: RunData) -> list[str]:
+    found = []
+    for holder in data.holders.values():
+        if holder.kind == "native":
+            library = holder.detail.get("library")
+            label = holder.detail.get("label") or holder.holder
+            found.append(f"{label} ({holder.type_name}{' ' + library if library else ''})")
+    return found[:5]
+
+
+def worker_finding(data: RunData, trend: Trend) -> Finding:
+    advice = advice_for(K.WORKER_MEMORY)
+    loaders = [h for h in data.holders.values() if h.kind == "dataloader"]
+    where = ""
+    if loaders:
+        detail = loaders[-1].detail
+        big = detail.get("big_attributes") or {}
+        dataset = detail.get("dataset", "Dataset")
+        parts = [f"{dataset}.{attr} ({v.get('type')} of {v.get('length'):,} {v.get('item_type')})"
+                 for attr, v in big.items() if isinstance(v, dict)]
+        where = (" - " + ", ".join(parts) + " touched by workers (copy-on-read)") if parts else (
+            f" - {dataset}")
+        if detail.get("persistent_workers"):
+            where += "; persistent_workers=True keeps it across epochs"
+    sev = Severity.HIGH if trend.slope >= HIGH_BYTES_PER_STEP else Severity.MEDIUM
+    return Finding(kind=K.WORKER_MEMORY, culprit=f"DataLoader workers{where}", severity=sev.value,
+                   fix=advice.fix, pattern=advice.pattern.anchor,
+                   pattern_title=advice.pattern.title, signal=S.WORKERS_USS,
+                   evidence=[f"summed worker USS {format_bytes(trend.start)} -> "
+                             f"{format_bytes(trend.end)} ({trend.reason})"])
+
+
+def _fragmentation(data: RunData, trend: Trend) -> Finding:
+    advice = advice_for(K.FRAGMENTATION)
+    extra = data.cuda_extra
+    evidence = [f"CUDA reserved-but-unallocated {format_bytes(trend.start)} -> "
+                f"{format_bytes(trend.end)} ({trend.reason})"]
+    if extra:
+        evidence.append(f"inactive split blocks {format_bytes(extra.get('inactive_split'))}, "
+                        f"allocation retries {extra.get('num_alloc_retries', 0):.0f}")
+    return Finding(kind=K.FRAGMENTATION, culprit="CUDA caching allocator: reserved but unused "
+                   "memory grows (fragmentation)", severity=Severity.LOW.value, fix=advice.fix,
+                   pattern=advice.pattern.anchor, pattern_title=advice.pattern.title,
+                   signal=S.CUDA_RESERVED_UNUSED, evidence=evidence)
+
+
+def _census_finding(name: str, trend: Trend) -> Finding:
+    """Live tensors or autograd nodes grow with no named holder: C++ or unnamed owners."""
+    advice = advice_for(K.TENSORS)
+    unit = "live tensors" if name == "tensors" else "autograd nodes"
+    severity = Severity.MEDIUM if name == "graph_nodes" or trend.slope >= 0.5 else Severity.LOW
+    return Finding(kind=K.TENSOR_GROWTH if name == "tensors" else K.AUTOGRAD_GRAPH,
+                   culprit=f"{unit} +{trend.slope:.3g}/step, not reachable from a name in "
+                           "your code", severity=severity.value, fix=advice.fix,
+                   pattern=advice.pattern.anchor, pattern_title=advice.pattern.title,
+                   signal=name, objects_per_step=round(trend.slope, 4),
+                   evidence=[f"census {unit}: {trend.start:.0f} -> {trend.end:.0f} "
+                             f"({trend.reason})"])

@@ -1,0 +1,35 @@
+"""Runtime findings cross-referenced with the static checker: when ``torchleak check``
+flags the very line a finding points at, the finding says so (``[torchleak check:
+TL102]``), so the user sees the rule that would have caught it before the run."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from torchleak.report import Report
+
+
+@lru_cache(maxsize=16)
+def _codes(script: str) -> dict[int, str]:
+    """line -> rule code of the static checker's findings in ``script``."""
+    try:
+        from torchleak.check import check_source
+
+        text = Path(script).read_text(errors="replace")
+        return {d.line: d.code for d in check_source(text, script)
+                if d.code.startswith("TL") and not d.code.startswith("TL0")}
+    except Exception:  # noqa: BLE001 - the cross-check must never break a report
+        return {}
+
+
+def annotate(report: Report) -> None:
+    for finding in report.findings:
+        source = finding.source or ""
+        path, _, rest = source.partition(":")
+        line = rest.split(":", 1)[0]
+        if not (path and line.isdigit()) or "[torchleak check:" in source:
+            continue
+        code = _codes(path).get(int(line))
+        if code:
+            finding.source = f"{source}  [torchleak check: {code}]"

@@ -1,0 +1,150 @@
+"""The OOM guard: act before the kernel kills the run.
+
+A thread of its own reads the process's memory every ``POLL_SECONDS`` (one ``pread`` of
+``/proc/self/statm`` plus the workers' latest USS) and fires when memory passes
+``share`` of the limit, or when the live detector's measured growth would reach the
+limit within ``minutes``. Firing, once per run:
+- takes a diagnosis snapshot into the trace at the next step boundary (holder walk and
+  census), so a later ``kill -9`` loses nothing;
+- ``checkpoint`` and ``stop``: runs the user's ``on_guard`` callbacks on the training
+  thread at that boundary (the model and optimizer are consistent there);
+- ``stop``: then ends the training from the training thread with ``GuardStop`` (exit code
+  ``EXIT_GUARD``), or through the framework's own stop flag when a callback owns the loop.
+The training thread pays one check of the recorder's request queue per step.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import Any
+
+from torchleak.errors import EXIT_GUARD
+from torchleak.live.callbacks import GuardEvent, guard_callbacks
+from torchleak.record.probes.process import MainMemoryProbe
+from torchleak.record.session import Recorder
+
+GUARD_MODES = ("warn", "checkpoint", "stop")
+POLL_SECONDS = 0.05
+
+
+class GuardStop(SystemExit):
+    """Raised at a step boundary to end training cleanly before the memory limit."""
+
+    def __init__(self) -> None:
+        super().__init__(EXIT_GUARD)
+
+
+@dataclass
+class GuardSettings:
+    mode: str = "warn"
+    share: float = 0.90  # fire when memory passes this share of the limit
+    minutes: float = 10.0  # ... or when the limit is projected within this many minutes
+
+
+class Guard:
+    def __init__(self, settings: GuardSettings, limit_bytes: int, limit_name: str,
+                 recorder: Recorder, run_folder: str,
+                 workers_uss: Callable[[], int],
+                 live_projection: Callable[[], tuple[float | None, Any]],
+                 on_fire: Callable[[GuardEvent], None],
+                 stopper: Callable[[], None] | None = None) -> None:
+        self.settings = settings
+        self.limit_bytes = limit_bytes
+        self.limit_name = limit_name
+        self._recorder = recorder
+        self._run_folder = run_folder
+        self._workers_uss = workers_uss
+        self._projection = live_projection
+        self._on_fire = on_fire
+        self._stopper = stopper
+        self._probe = MainMemoryProbe()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="torchleak-guard", daemon=True)
+        self.fired: GuardEvent | None = None
+        self.peak_bytes = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=2)
+        self._probe.close()
+
+    def set_stopper(self, stopper: Callable[[], None] | None) -> None:
+        """How ``stop`` ends the training: a framework's own flag, or GuardStop."""
+        self._stopper = stopper
+
+    def memory(self) -> int:
+        rss, _private = self._probe.read()
+        return rss + self._workers_uss()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            try:
+                if self.check():
+                    return
+            except Exception:  # noqa: BLE001 - the guard never takes the run down
+                return
+
+    def check(self) -> bool:
+        """One look at memory; True once the guard has fired."""
+        used = self.memory()
+        self.peak_bytes = max(self.peak_bytes, used)
+        reason = None
+        seconds, finding = None, None
+        if used >= self.settings.share * self.limit_bytes:
+            reason = "limit"
+        else:
+            seconds, finding = self._projection()
+            if seconds is not None and seconds <= self.settings.minutes * 60:
+                reason = "projection"
+        if reason is None:
+            return False
+        if seconds is None:
+            seconds, finding = self._projection()
+        self.fire(reason, used, seconds, finding)
+        return True
+
+    def fire(self, reason: str, used: int, seconds: float | None, finding: Any) -> None:
+        event = GuardEvent(reason=reason, mode=self.settings.mode, step=self._recorder.step,
+                           memory_bytes=used, limit_bytes=self.limit_bytes,
+                           limit_name=self.limit_name, seconds_to_limit=seconds,
+                           run_folder=self._run_folder, finding=finding)
+        self.fired = event
+        self._on_fire(event)
+        self._recorder.request(lambda frame: self._act(event, frame))
+
+    def _act(self, event: GuardEvent, frame: FrameType | None) -> None:
+        """On the training thread, at the boundary after firing."""
+        self._recorder.snapshot(frame, "guard")
+        event.actions.append("snapshot")
+        if event.mode in ("checkpoint", "stop"):
+            for callback in guard_callbacks():
+                try:
+                    callback(event)
+                    event.actions.append(f"called {getattr(callback, '__qualname__', 'on_guard')}")
+                except Exception as err:  # noqa: BLE001 - a failing checkpoint is reported
+                    event.actions.append(f"on_guard failed: {type(err).__name__}: {err}")
+                    self._recorder.event("guard", "on_guard", f"{type(err).__name__}: {err}")
+        self._recorder.event("guard", event.mode, ", ".join(event.actions))
+        if event.mode == "stop":
+            event.actions.append("stopped")
+            if self._stopper is not None:
+                self._stopper()
+            else:
+                raise GuardStop()
+
+    def summary(self) -> dict[str, Any] | None:
+        event = self.fired
+        if event is None:
+            return None
+        return {"mode": event.mode, "reason": event.reason, "step": event.step,
+                "memory_bytes": event.memory_bytes, "limit_bytes": event.limit_bytes,
+                "limit_name": event.limit_name, "seconds_to_limit": event.seconds_to_limit,
+                "actions": list(event.actions), "at": time.time()}

@@ -1,0 +1,150 @@
+"""Read user objects without running user code.
+
+A holder walk must not change what it measures: calling a list subclass's ``__len__``
+or ``__iter__``, a property, a ``__getattr__``/``__getattribute__``, a ``__repr__``, a
+``__sizeof__`` or a tensor subclass's ``__torch_function__`` could consume random
+numbers, take locks or allocate. Everything here goes through the C implementation of
+the builtin base type (``list.__len__(obj)``, ``dict.items(obj)``), tests types with
+``issubclass(type(obj), ...)`` (``isinstance`` may read ``obj.__class__``), and reads
+attributes from the instance dict or slot descriptors only.
+
+Frames get the same care: on Python <= 3.12 reading a function frame's ``f_locals``
+stores a snapshot dict of its locals *on the frame*, which keeps a local alive after the
+program deletes it, until the next read. ``frame_locals`` copies the values out and
+empties that snapshot when nobody else holds it.
+"""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import sys
+from collections.abc import Iterator
+from types import FrameType, MemberDescriptorType
+from typing import Any
+
+_DEQUE = collections.deque
+# The builtin container types, most derived first where it matters (none derive here).
+CONTAINER_TYPES: tuple[type, ...] = (list, tuple, dict, set, frozenset, _DEQUE)
+_PEP667 = sys.version_info >= (3, 13)  # f_locals is a live view, no snapshot kept
+
+
+def is_a(obj: Any, cls: type | tuple[type, ...]) -> bool:
+    """``isinstance`` from the type alone (never reads ``obj.__class__``)."""
+    return issubclass(type(obj), cls)
+
+
+def container_base(obj: Any) -> type | None:
+    """The builtin container type ``obj`` is (or derives from), else None."""
+    kind = type(obj)
+    for base in CONTAINER_TYPES:
+        if issubclass(kind, base):
+            return base
+    return None
+
+
+def length(obj: Any) -> int:
+    """``len(obj)`` through the builtin's own C ``__len__``."""
+    base = container_base(obj)
+    if base is None:
+        raise TypeError(f"not a builtin container: {type(obj).__name__}")
+    return base.__len__(obj)  # type: ignore[no-any-return]
+
+
+def values(obj: Any) -> Iterator[Any]:
+    """The elements (a dict's values) through the builtin's own iterator."""
+    base = container_base(obj)
+    if base is dict:
+        return iter(dict.values(obj))
+    if base is None:
+        return iter(())
+    return base.__iter__(obj)  # type: ignore[no-any-return, attr-defined]
+
+
+def dict_items(obj: Any) -> list[tuple[Any, Any]]:
+    """A snapshot of a dict's items (a list, so the walk survives the dict changing)."""
+    return list(dict.items(obj))
+
+
+def element_at(obj: Any, index: int) -> Any:
+    """``obj[index]`` for a list or tuple, through the builtin's ``__getitem__``."""
+    base = container_base(obj)
+    if base in (list, tuple, _DEQUE):
+        return base.__getitem__(obj, index)  # type: ignore[union-attr]
+    raise TypeError(f"cannot index {type(obj).__name__}")
+
+
+def sizeof(obj: Any) -> int:
+    """``sys.getsizeof`` without calling a user ``__sizeof__``: the builtin base's own."""
+    for base in type(obj).__mro__:
+        if base.__module__ in ("builtins", "_io", "array", "collections", "_collections"):
+            method = base.__dict__.get("__sizeof__")
+            if method is not None:
+                try:
+                    return int(method(obj)) + (16 if type(obj).__flags__ & (1 << 14) else 0)
+                except Exception:  # noqa: BLE001 - an odd extension object
+                    return 0
+    return int(object.__sizeof__(obj))
+
+
+def instance_dict(obj: Any) -> dict[str, Any] | None:
+    """The instance ``__dict__``, read past any ``__getattribute__``/``__getattr__``."""
+    try:
+        found = object.__getattribute__(obj, "__dict__")
+    except Exception:  # noqa: BLE001 - no __dict__ (slots, C objects)
+        return None
+    return found if type(found) is dict else None
+
+
+def attribute(obj: Any, name: str, default: Any = None) -> Any:
+    """An attribute stored on the instance (``__dict__`` or a slot), never computed."""
+    attrs = instance_dict(obj)
+    if attrs is not None and name in attrs:
+        return attrs[name]
+    for cls in type(obj).__mro__:
+        slot = cls.__dict__.get(name)
+        if type(slot) is MemberDescriptorType:
+            try:
+                return slot.__get__(obj, cls)
+            except AttributeError:
+                return default
+    return default
+
+
+def slot_values(obj: Any) -> dict[str, Any]:
+    """Attributes of a ``__slots__`` instance, through the slot descriptors."""
+    found: dict[str, Any] = {}
+    for cls in type(obj).__mro__:
+        names = cls.__dict__.get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name in found or name.startswith("__"):
+                continue
+            slot = cls.__dict__.get(name)
+            if type(slot) is MemberDescriptorType:
+                try:
+                    found[name] = slot.__get__(obj, cls)
+                except AttributeError:  # an unset slot
+                    continue
+    return found
+
+
+def type_name(obj: Any) -> str:
+    """``__qualname__`` of a function or method, else of the object's type."""
+    kind = type(obj)
+    qualname = getattr(obj, "__qualname__", None) if kind.__module__ == "builtins" else None
+    return qualname if isinstance(qualname, str) else kind.__qualname__
+
+
+def frame_locals(frame: FrameType) -> dict[str, Any]:
+    """A copy of a frame's local variables that leaves nothing pinned on the frame."""
+    if _PEP667 or not frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+        # 3.13+: a live view. Module and class bodies: the namespace dict itself.
+        return dict(frame.f_locals)
+    snapshot = frame.f_locals
+    copy = dict(snapshot)
+    # References: the frame's own pointer, `snapshot`, and getrefcount's argument. More
+    # means the program holds this dict (`x = locals()`): leave it as it is.
+    if sys.getrefcount(snapshot) <= 3:
+        snapshot.clear()
+    del snapshot
+    return copy

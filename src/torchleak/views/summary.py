@@ -1,0 +1,51 @@
+"""The end-of-run summary printed on stderr after ``torchleak run`` (and ``monitor()``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from torchleak.report import Finding, Report
+from torchleak.views.renderers.details import (guard_text, oom_text, overhead_text,
+                                               pattern_text, rate_text)
+
+_MAX_FINDINGS = 3
+_HEADS = {"leak": "LEAK", "no_leak": "no leak", "inconclusive": "inconclusive"}
+
+
+def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
+    more = indent + "    "
+    lines = [f"{indent}[{f.severity}] {f.culprit}", f"{more}rate {rate_text(f)}"]
+    if f.source:
+        lines.append(f"{more}at {f.source}")
+    if f.oom is not None and f.oom.steps_to_oom is not None:
+        lines.append(f"{more}OOM: {oom_text(f.oom)}")
+    lines.append(f"{more}fix: {f.fix}")
+    pattern = pattern_text(f)
+    if pattern:
+        lines.append(f"{more}see {pattern}")
+    if f.detected_at_step is not None:
+        lines.append(f"{more}detected at step {f.detected_at_step:,}")
+    return lines
+
+
+def format_summary(report: Report, trace: Path | None) -> str:
+    head = _HEADS.get(report.verdict, report.verdict)
+    lines = [f"torchleak: {head} after {report.steps:,} steps - {report.reason}"]
+    guard = guard_text(report.guard)
+    if guard:
+        lines.append(f"  {guard}")
+    shown = report.serious
+    for finding in shown[:_MAX_FINDINGS]:
+        lines.extend(finding_lines(finding))
+    if len(shown) > _MAX_FINDINGS:
+        lines.append(f"  ... and {len(shown) - _MAX_FINDINGS} more in the report")
+    minor = [f for f in report.findings if not f.serious]
+    if minor:
+        # Small growth (a list of floats per epoch) is noted, not shouted about.
+        names = ", ".join(f.holder_path or f.signal for f in minor)
+        lines.append(f"  {len(minor)} small growing holder(s), low severity: {names}")
+    if report.overhead:
+        lines.append(f"torchleak: its own cost {overhead_text(report.overhead)}")
+    if trace is not None:
+        lines.append(f"torchleak: trace {trace}  (torchleak report {trace.parent})")
+    return "\n".join(lines)
