@@ -53,31 +53,23 @@ class Recorded:
 
 def record_loop(train: Callable[[], Any], folder: Path, name: str, script: str,
                 budget: float = 0.01) -> Recorded:
-    """Record ``train()`` (a real CPU training loop) and analyse its trace."""
-    import psutil
+    """Record ``train()`` (a real CPU training loop) under a Monitor, as ``torchleak run``
+    and ``torchleak.monitor()`` do, and return its final Report."""
     import torch
 
-    from torchleak.analysis import analyze_connection
-    from torchleak.record.session import Recorder
+    from torchleak.live.engine import Monitor, MonitorOptions
 
     torch.set_num_threads(1)
     gc.collect()  # earlier scenarios' garbage must not be collected inside this one
-    trace = folder / f"{name}.sqlite"
-    metadata = {"name": name, "script": script, "argv": [script], "pid": os.getpid(),
-                "ram_total": psutil.virtual_memory().total, "cgroup_limit": None,
-                "gpu_totals": [], "budget_pct": budget * 100}
-    recorder = Recorder(trace, metadata, budget=budget)
-    try:
-        recorder.start()
-        failure = _run_on_thread(train)
-        recorder.stop("crashed" if failure else "finished", 1 if failure else 0)
-        if failure is not None:
-            raise failure
-        recorder.writer.flush()
-        report = analyze_connection(recorder.writer.connection())
-    finally:
-        recorder.close()
-    return Recorded(report, trace)
+    monitor = Monitor(MonitorOptions(out=folder / name, name=name, script=script,
+                                     budget=budget, quiet=True))
+    monitor.start()
+    failure = _run_on_thread(train)
+    report = monitor.stop("crashed" if failure else "finished", 1 if failure else 0)
+    if failure is not None:
+        raise failure
+    assert report is not None and monitor.trace is not None
+    return Recorded(report, monitor.trace)
 
 
 def _run_on_thread(train: Callable[[], Any]) -> BaseException | None:
@@ -96,6 +88,19 @@ def _run_on_thread(train: Callable[[], Any]) -> BaseException | None:
 
 
 # Assertions -------------------------------------------------------------------------------
+
+def theil_sen(xs: list[float], ys: list[float]) -> float:
+    """Median of pairwise slopes (numpy, independent of torchleak's own statistics)."""
+    import numpy as np
+
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    if len(x) > 600:
+        keep = np.linspace(0, len(x) - 1, 600).astype(int)
+        x, y = x[keep], y[keep]
+    i, j = np.triu_indices(len(x), k=1)
+    ok = x[j] != x[i]
+    return float(np.median((y[j] - y[i])[ok] / (x[j] - x[i])[ok]))
+
 
 def serious(report: Report) -> list[Finding]:
     return [f for f in report.findings if f.severity in SERIOUS]

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torchleak
-from harness import Recorded, assert_leak, assert_rate, record_loop
+from harness import Recorded, assert_leak, assert_rate, record_loop, theil_sen
 from loops import BATCH, HIDDEN, graph_nodes, make_batches, make_model
 
 STEPS = 240
@@ -350,12 +350,31 @@ def test_verdict_names_the_holder(leak_run: tuple[Leak, Recorded]) -> None:
 
 
 @scenarios
-def test_bytes_per_step_matches_the_planted_size(leak_run: tuple[Leak, Recorded]) -> None:
+def test_holder_size_matches_the_planted_size(leak_run: tuple[Leak, Recorded]) -> None:
     leak, run = leak_run
     if leak.bytes_per_step is None:
         pytest.skip("the holder's items have no size of their own")
     finding = assert_leak(run, *leak.names)
-    assert_rate(finding.bytes_per_step, leak.bytes_per_step, what="bytes_per_step", run=run)
+    assert_rate(finding.holder_bytes_per_step, leak.bytes_per_step,
+                what="holder_bytes_per_step", run=run)
+
+
+@scenarios
+def test_rate_is_the_memory_the_process_loses(leak_run: tuple[Leak, Recorded]) -> None:
+    """The rate a finding prints is the process's own measured growth (all findings on
+    the signal together), not the holder's estimate of itself."""
+    leak, run = leak_run
+    finding = assert_leak(run, *leak.names)
+    if finding.rate_basis != "measured":
+        assert finding.bytes_per_step == finding.holder_bytes_per_step, run.explain()
+        return
+    steps = run.rows("SELECT step, uss FROM steps WHERE step > ? ORDER BY step",
+                     max(3, min(50, run.report.steps // 10)))
+    slope = theil_sen([float(s) for s, _ in steps], [float(u) for _, u in steps])
+    total = sum(f.bytes_per_step or 0.0 for f in run.report.serious
+                if f.signal == finding.signal and f.rate_basis == "measured")
+    assert_rate(total, slope, low=1 / 1.5, high=1.5, what="the findings' summed rate",
+                run=run)
 
 
 @scenarios

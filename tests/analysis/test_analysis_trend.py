@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 import pytest
-from torchleak.analysis.findings import MIN_MEMORY_GROWTH
+from torchleak.analysis.signals import MIN_MEMORY_GROWTH
 from torchleak.analysis.holders import MIN_ITEMS_GROWTH
-from torchleak.analysis.units import warmup_steps
+from torchleak.analysis.thresholds import warmup_steps
 from torchleak.analysis.trend import judge
 
 MIB = 1024 * 1024

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from torchleak.live.engine import Monitor, MonitorOptions
 from torchleak.record.probes import cuda as cuda_probe
-from torchleak.record.session import Recorder
 
 MB = 1024 * 1024
 
@@ -28,15 +28,24 @@ def _train(steps: int) -> None:
 
 
 def _record(tmp_path: Path, steps: int) -> sqlite3.Connection:
-    trace = tmp_path / "trace.sqlite"
-    recorder = Recorder(trace, {"name": "cuda-test"}, budget=0.01)
-    recorder.start()
+    """The engine every entry point uses, on a real CPU loop (the allocator maybe faked)."""
+    monitor = Monitor(MonitorOptions(out=tmp_path, name="cuda-test", quiet=True))
+    monitor.start()
     try:
         _train(steps)
     finally:
-        recorder.stop("finished", 0)
-        recorder.close()
-    return sqlite3.connect(trace)
+        monitor.stop("finished", 0, analyse=False)
+    return sqlite3.connect(tmp_path / "trace.sqlite")
+
+
+def _fake_cuda(monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 512 * MB)
+    monkeypatch.setattr(torch.cuda, "memory_stats", fake.memory_stats)
+    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (70_000 * MB, 80_000 * MB))
 
 
 class FakeAllocator:
@@ -71,11 +80,7 @@ def test_without_a_gpu_cuda_is_never_touched_and_allocated_is_uss(tmp_path: Path
 
 def test_cuda_columns_fill_from_the_allocator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake = FakeAllocator()
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "memory_stats", fake.memory_stats)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (70_000 * MB, 80_000 * MB))
+    _fake_cuda(monkeypatch, fake)
     conn = _record(tmp_path, 30)
     rows = conn.execute("SELECT step, allocated, reserved, inactive_split, total FROM cuda_samples "
                         "ORDER BY step").fetchall()
@@ -88,15 +93,27 @@ def test_cuda_columns_fill_from_the_allocator(tmp_path: Path, monkeypatch: pytes
     assert {v[2] for v in view} == {512.0}
 
 
-def test_gpu_totals_read_device_properties_without_initialising(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_device_names_read_only_used_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     class Props:
         name = "Fake H100"
         total_memory = 80 * 1024 * MB
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: Props())
-    assert cuda_probe.gpu_totals() == [{"device": 0, "name": "Fake H100", "total": 80 * 1024 * MB}]
+    asked: list[int] = []
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: asked.append(d) or Props())
+    assert cuda_probe.device_names() == [{"device": 1, "name": "Fake H100",
+                                          "total": 80 * 1024 * MB}]
+    assert asked == [1]  # the device the program uses, never device 0 it does not
+
+
+def test_nothing_is_read_before_the_program_initialises_cuda(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "memory_stats", lambda d: pytest.fail("read CUDA early"))
+    assert cuda_probe.CudaProbe().sample(1) == [] and cuda_probe.device_names() == []
 
 
 def test_growing_cuda_allocation_is_judged_against_the_gpu_total(
@@ -104,11 +121,7 @@ def test_growing_cuda_allocation_is_judged_against_the_gpu_total(
     from torchleak.analysis import analyze
 
     fake = FakeAllocator()
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "memory_stats", fake.memory_stats)
-    monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (70_000 * MB, 80_000 * MB))
+    _fake_cuda(monkeypatch, fake)
     _record(tmp_path, 120).close()
     monkeypatch.undo()
     report = analyze(tmp_path / "trace.sqlite")

@@ -45,23 +45,58 @@ TRAIN = """
     print("rng", repr(torch.rand(1).item()))
 """
 
-# A user object that breaks isinstance(): its __class__ raises. The holder walk meets it as
-# a local of the training function, outside its per-object error handling.
+# User objects whose introspection is user code: a __getattribute__ that counts (and
+# refuses) every look at __class__, a list subclass whose __len__/__iter__ draw random
+# numbers, a tensor subclass with __torch_function__. The holder walk meets them as locals
+# of the training function and must run none of that code. And one probe really fails:
+# the script replaces gc.get_objects, which the census needs.
 HOSTILE = """
+    import gc
+    import random
+
     import torch
+
+    CALLS = {"class": 0, "len": 0, "torch_function": 0}
 
 
     class Hostile:
         def __getattribute__(self, name):
             if name == "__class__":
+                CALLS["class"] += 1
                 raise RuntimeError("no introspection, please")
             return object.__getattribute__(self, name)
 
 
+    class Noisy(list):
+        def __len__(self):
+            CALLS["len"] += 1
+            random.random()
+            return list.__len__(self)
+
+        def __iter__(self):
+            CALLS["len"] += 1
+            random.random()
+            return list.__iter__(self)
+
+
+    class Traced(torch.Tensor):
+        @classmethod
+        def __torch_function__(cls, func, types, args=(), kwargs=None):
+            CALLS["torch_function"] += 1
+            return super().__torch_function__(func, types, args, kwargs or {})
+
+
+    def boom():
+        raise RuntimeError("no heap scans, please")
+
+
     def train():
         torch.manual_seed(7)
+        random.seed(7)
         torch.set_num_threads(1)
         hostile = Hostile()
+        noisy = Noisy(range(100))
+        traced = torch.randn(64, 64).as_subclass(Traced)
         model = torch.nn.Linear(8, 1)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
         for step in range(60):
@@ -69,10 +104,14 @@ HOSTILE = """
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
+            noisy.append(step)
         print("final loss", repr(loss.item()))
         print("param sum", repr(sum(p.sum().item() for p in model.parameters())))
+        print("random", repr(random.random()))
+        print("calls", CALLS)
 
 
+    gc.get_objects = boom
     train()
 """
 
@@ -116,8 +155,10 @@ def test_a_failing_probe_is_switched_off_and_recorded(runs: RunPool) -> None:
     events = recorded.rows("SELECT step, source, message FROM events "
                            "WHERE kind = 'probe_disabled'")
     assert [(source, message) for _, source, message in events] == [
-        ("holders", "RuntimeError: no introspection, please")]
-    assert recorded.meta("probes_disabled") == ["holders"]
-    # Everything else kept recording: every step, and the census (anchored at step 3).
+        ("census", "RuntimeError: no heap scans, please")]
+    assert recorded.meta("probes_disabled") == ["census"]
+    # Everything else kept recording: every step, and the holder walks, which met the
+    # hostile objects without running any of their code (the counts printed match).
     assert recorded.scalar("SELECT COUNT(*) FROM steps") == 60
-    assert recorded.scalar("SELECT COUNT(*) FROM census") >= 1
+    assert recorded.scalar("SELECT COUNT(DISTINCT step) FROM holders") >= 3
+    assert "calls {'class': 0, 'len': 0, 'torch_function': 0}" in plain.stdout

@@ -16,18 +16,18 @@ from torchleak.vocab import Signal as S
 POINTS = 1000  # points per drawn series (troughs and peaks of buckets survive)
 
 _CHARTS = {
-    S.MAIN_USS: ("main", "Main process memory (USS)", "USS", True),
-    "main_rss": ("main", "Main process memory (USS)", "RSS", False),
-    S.WORKERS_USS: ("workers", "DataLoader workers (USS, summed)", "all workers", True),
-    S.CUDA_ALLOCATED: ("cuda0", "CUDA memory, cuda:0", "allocated", True),
-    S.CUDA_RESERVED_UNUSED: ("cuda0", "CUDA memory, cuda:0", "reserved unused", False),
+    S.MAIN_USS: ("main", "Main process memory (USS)", "main USS", True),
+    "main_rss": ("main", "Main process memory (USS)", "main RSS", False),
+    S.WORKERS_USS: ("workers", "DataLoader workers (USS, summed)", "workers USS", True),
+    S.CUDA_ALLOCATED: ("cuda0", "CUDA memory, cuda:0", "CUDA allocated", True),
+    S.CUDA_RESERVED_UNUSED: ("cuda0", "CUDA memory, cuda:0", "CUDA reserved unused", False),
     "tensor_bytes": ("tensors", "Live tensors", "tensor bytes", True),
-    "tensors": ("tensor_count", "Live tensor count", "tensors", True),
+    "tensors": ("tensor_count", "Live tensor count", "live tensors", True),
     "graph_nodes": ("tensor_count", "Live tensor count", "autograd nodes", False),
     "graph_bytes": ("graph", "Autograd graph retained", "graph bytes", True),
-    "py_blocks": ("heap", "Python objects", "objects", True),
-    "malloc_in_use": ("malloc", "C allocator", "in use", True),
-    "malloc_free": ("malloc", "C allocator", "freed, kept", False),
+    "py_blocks": ("heap", "Python objects", "Python objects", True),
+    "malloc_in_use": ("malloc", "C allocator", "malloc in use", True),
+    "malloc_free": ("malloc", "C allocator", "malloc freed, kept", False),
 }
 
 

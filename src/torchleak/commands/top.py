@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ def execute(args: argparse.Namespace) -> int:
     from torchleak.analysis.follow import Follower
     from torchleak.errors import UsageError
     from torchleak.trace.catalog import resolve_run
-    from torchleak.views.top_frame import render_frame
+    from torchleak.views.top_frame import frame_text, render_frame
 
     if not 0.05 <= args.interval <= 3600:
         raise UsageError(f"--interval must be between 0.05 and 3600 seconds, got {args.interval}")
@@ -34,9 +35,11 @@ def execute(args: argparse.Namespace) -> int:
     console = Console()
     follower = Follower(run.traces[0])
     try:
-        if args.once or not console.is_terminal:
-            report = follower.poll()
-            console.print(render_frame(report, args.interval, follower.polled_at), soft_wrap=True)
+        if not console.is_terminal:
+            sys.stdout.write(frame_text(follower.poll(), args.interval, follower.polled_at))
+            return 0
+        if args.once:
+            console.print(render_frame(follower.poll(), args.interval, follower.polled_at))
             return 0
         with Live(console=console, auto_refresh=False, transient=False,
                   redirect_stdout=False, redirect_stderr=False) as live:

@@ -32,7 +32,7 @@ from torchleak.trace.catalog import runs_dir
 from torchleak.trace.reader import open_trace
 from torchleak.trace.schema import TRACE_FILENAME
 from torchleak.trace.writer import TraceClaimed
-from torchleak.units import parse_size
+from torchleak.units import format_bytes, parse_size
 from torchleak.vocab import RunStatus
 
 _active: Monitor | None = None
@@ -281,7 +281,8 @@ class Monitor:
     def _on_guard(self, event: GuardEvent) -> None:
         if self.recorder is not None:
             self.recorder.event("guard", event.mode, f"{event.reason}: memory "
-                                f"{event.memory_bytes} of {event.limit_bytes}")
+                                f"{format_bytes(event.memory_bytes)} of {event.limit_name} "
+                                f"{format_bytes(event.limit_bytes)}")
         if not self.options.quiet:
             from torchleak.views.live import format_guard
 

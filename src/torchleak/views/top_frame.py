@@ -94,3 +94,29 @@ def _footer(report: Report, interval: float, polled_at: float) -> Text:
         text.append(f"run {status_of(report)}: final frame; `torchleak report "
                     f"{report.run.get('trace', '')}` for the full report", style="dim")
     return text
+
+
+def frame_text(report: Report, interval: float, polled_at: float) -> str:
+    """The same frame as plain text, every value in full (``top --once`` into a pipe)."""
+    from torchleak.views.tabular import format_table
+
+    lines = [_header(report).plain, ""]
+    rows = [[s.label or s.name, signal_last(s, report.steps),
+             format_value(s.peak_value, s.unit), signal_rate(s), sparkline(s.values, 40)]
+            for s in report.signals if s.values]
+    lines.append(format_table(["signal", "now", "peak", "trend", "recent"], rows).rstrip())
+    lines.append("")
+    lines.append(("live verdict" if report.source == "live" else "verdict") + ":")
+    if report.serious:
+        lines.append("leak" + (" (live detection)" if report.source == "live" else ""))
+        for finding in report.serious[:3]:
+            lines.extend(finding_lines(finding, indent=""))
+    elif report.run.get("judged"):
+        lines.append(f"{report.verdict}{': ' + report.reason if report.reason else ''}")
+    else:
+        lines.append("no verdict yet")
+    guard = guard_text(report.guard)
+    if guard:
+        lines.append(guard)
+    lines.append(_footer(report, interval, polled_at).plain.rstrip())
+    return "\n".join(lines) + "\n"

@@ -155,10 +155,16 @@ def _thread_roots() -> list[Root]:
     names = {ident: str(access.attribute(t, "_name") or ident)
              for ident, t in list(getattr(threading, "_active", {}).items())}
     roots: list[Root] = []
-    for ident, top in sys._current_frames().items():
-        name = names.get(ident, str(ident))
-        if ident == me or name.startswith(_OUR_THREADS):
-            continue
-        for f in user_frames(top):
-            roots.extend(_frame_roots(f, (ident, name)))
+    frames = sys._current_frames()
+    # This thread's own frame must never sit in a local here: frame -> local -> frame is a
+    # cycle that only the cyclic collector frees, and it would pin every root until then.
+    frames.pop(me, None)
+    try:
+        for ident in list(frames):
+            name = names.get(ident, str(ident))
+            if not name.startswith(_OUR_THREADS):
+                for f in user_frames(frames[ident]):
+                    roots.extend(_frame_roots(f, (ident, name)))
+    finally:
+        frames.clear()
     return roots

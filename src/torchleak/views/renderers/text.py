@@ -68,7 +68,7 @@ def _signal_table(report: Report, spark_width: int) -> str:
     for signal in report.signals:
         if signal.name.startswith("holder:"):
             continue
-        rows.append([signal.name, signal_last(signal, report.steps),
+        rows.append([signal.label or signal.name, signal_last(signal, report.steps),
                      format_value(signal.peak_value, signal.unit), signal_rate(signal),
                      sparkline(signal.values, spark_width)])
     return format_table(["signal", "last", "peak", "trend", ""], rows).rstrip("\n")
