@@ -1,49 +1,25 @@
-"""Synthetic traces written with the real TraceWriter (the recorder's own code path).
+"""Synthetic traces written with the real TraceWriter (the recorder's own code path), and
+analysed by the real analysis, as the engine does at the end of a run.
 
-CUDA rows are fakes: CI has no GPU. Everything else mirrors what `torchleak run` writes.
+CUDA rows are fakes: CI has no GPU. Everything else mirrors what `torchleak run` writes:
+a main process whose USS grows 256 KiB a step when ``leak``, held by ``Trainer.losses``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import time
 from pathlib import Path
-from typing import Any
 
 import psutil
 
-from torchleak.trace.writer import TraceWriter
+from torchleak.trace.writer import TraceWriter, WriterLock
 
 MIB = 1024 * 1024
 LEAK_PER_STEP = 256 * 1024
-
-
-def finding_dict(steps: int) -> dict[str, Any]:
-    return {
-        "kind": "tensor_growth",
-        "culprit": "Trainer.losses (list)",
-        "severity": "high",
-        "fix": "append loss.item() (a float) instead of loss",
-        "signal": "main_uss",
-        "bytes_per_step": float(LEAK_PER_STEP),
-        "detected_at_step": 30,
-        "retained_bytes": LEAK_PER_STEP * steps,
-        "holder_path": "__main__.trainer.losses",
-        "source": "train.py:42",
-        "evidence": ["len(Trainer.losses) +1 per step", "each item holds a grad_fn graph"],
-        # USS ends at 215 MiB and grows 0.25 MiB/step: 70 steps to a 232.5 MiB limit.
-        "oom": {"limit_bytes": int(232.5 * MIB), "limit_name": "cgroup memory.max",
-                "current_bytes": 215 * MIB, "steps_to_oom": 70.0, "seconds_to_oom": 7.0},
-    }
-
-
-def report_dict(steps: int, leak: bool) -> dict[str, Any]:
-    signals = [{"name": "main_uss", "unit": "bytes", "verdict": "growing" if leak else "healthy",
-                "slope_per_step": float(LEAK_PER_STEP) if leak else 0.0}]
-    return {"verdict": "leak" if leak else "no_leak", "steps": steps,
-            "findings": [finding_dict(steps)] if leak else [], "signals": signals,
-            "reason": "main USS grows linearly" if leak else "all signals flat", "run": {}}
+LIMIT = 280 * MIB  # the cgroup limit the leak heads for: main + workers reach it ~96 steps after 60
 
 
 def write_steps(writer: TraceWriter, first: int, last: int, leak: bool, cuda: bool, t0: float) -> None:
@@ -55,7 +31,14 @@ def write_steps(writer: TraceWriter, first: int, last: int, leak: bool, cuda: bo
                              None, step % 700, 0.05))
         if step % 5 == 0:
             for i, pid in enumerate((90001, 90002)):
-                writer.add("process_samples", (step, t, pid, "worker", 40 * MIB, (20 + i) * MIB, 30 * MIB))
+                writer.add("process_samples", (step, t, pid, "worker", 40 * MIB, (20 + i) * MIB,
+                                               30 * MIB))
+            losses = step if leak else 4
+            writer.add("holders", (step, "Trainer.losses", "container", "list", losses,
+                                   losses * LEAK_PER_STEP, losses, losses * LEAK_PER_STEP,
+                                   losses, None, json.dumps({"label": "Trainer.losses",
+                                                             "item_type": "Tensor"})))
+            writer.add("holder_walks", (step, "full", "schedule", 1.0, 1))
         if cuda:
             writer.add("cuda_samples", (step, 0, 64 * MIB + grow // 4, 128 * MIB, None, None,
                                         80 * MIB, 128 * MIB, 0, 0, 15 * 1024 * MIB, 16 * 1024 * MIB))
@@ -72,6 +55,7 @@ def write_steps(writer: TraceWriter, first: int, last: int, leak: bool, cuda: bo
 def make_trace(folder: Path, steps: int = 60, leak: bool = True, status: str = "finished",
                report: bool = True, cuda: bool = True, name: str = "synthetic",
                pid: int | None = None) -> Path:
+    """A trace as a run leaves it: ``report`` stores the real analysis' Report."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "trace.sqlite"
     writer = TraceWriter(path)
@@ -82,16 +66,33 @@ def make_trace(folder: Path, steps: int = 60, leak: bool = True, status: str = "
     meta = {"name": name, "script": "train.py", "argv": ["train.py", "--epochs", "3"],
             "status": status, "pid": pid if pid is not None else os.getpid(),
             "start_time": t0, "steps": steps, "ram_total": 64 * 1024 * MIB,
-            "python": "3.11", "torch": "2.13.0+cpu", "devices": ["cpu"]}
+            "cgroup_limit": LIMIT, "python": "3.11", "torch": "2.13.0+cpu", "devices": ["cpu"]}
     if status != "running":
         meta.update(end_time=t0 + steps * 0.1, exit_code=0)
     for key, value in meta.items():
         writer.set_meta(key, value)
     write_steps(writer, 1, steps, leak, cuda, t0)
-    if report and status != "running":
-        writer.set_meta("report", report_dict(steps, leak))
+    writer.flush()
+    if report and status != "running" and steps:
+        writer.set_meta("report", analyse(path).to_dict())
     writer.close()
     return path
+
+
+def analyse(path: Path):  # type: ignore[no-untyped-def]
+    from torchleak.analysis import analyze
+
+    return analyze(path)
+
+
+class LiveWriter:
+    """Holds a run folder's writer lock, as a live run's recorder does."""
+
+    def __init__(self, folder: Path) -> None:
+        self._lock = WriterLock(folder)
+
+    def release(self) -> None:
+        self._lock.release()
 
 
 def folder_fingerprint(folder: Path) -> dict[str, str]:

@@ -11,7 +11,7 @@ import pytest
 from torchleak.cli import main
 from torchleak.errors import EXIT_DATAERR, EXIT_NOINPUT
 
-from .synthetic import folder_fingerprint, make_trace
+from .synthetic import LiveWriter, folder_fingerprint, make_trace
 
 
 def _error(capsys: pytest.CaptureFixture[str], argv: list[str], code: int) -> str:
@@ -66,7 +66,11 @@ def test_newer_schema(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_empty_run_still_starting(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = make_trace(tmp_path / "run", steps=0, status="running")
-    err = _error(capsys, ["report", str(path.parent)], 65)
+    writer = LiveWriter(path.parent)
+    try:
+        err = _error(capsys, ["report", str(path.parent)], 65)
+    finally:
+        writer.release()
     assert "no steps recorded yet" in err and "torchleak top" in err
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from torchleak.cli import main
-from torchleak.views import build_view
+from torchleak.analysis.runs import run_report
+from torchleak.trace.catalog import run_folder
 
 pytestmark = pytest.mark.browser
 
@@ -87,7 +88,9 @@ def test_recorded_run_report_in_chromium(recorded_run: Path, tmp_path: Path, art
     assert all(n >= 1 for n in result["lines"]), result  # every chart draws its line
     assert result["findingsSection"], result
     # Whatever the analysis concluded about this run, each of its findings is a visible card.
-    assert result["findings"] == len(build_view(recorded_run).findings), result
+    folder = run_folder(recorded_run)
+    assert folder is not None
+    assert result["findings"] == len(run_report(folder).findings), result
     _screenshot(html, artifacts / "report-recorded-run.png")
     shutil.copy(html, artifacts / "report-recorded-run.html")
 

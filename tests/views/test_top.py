@@ -20,7 +20,8 @@ import pytest
 from torchleak.cli import main
 
 WRITER = Path(__file__).with_name("live_writer.py")
-STEP = re.compile(rb"step (\d+)(?![\d:])")  # not "step N:" of an event line
+# The header's "<status>  step N", not "at step N" of a census value or "step N:" of an event.
+STEP = re.compile(rb"(?:running|finished|killed|crashed|stopped)(?:\x1b\[[\d;]*m)*\s+step ([\d,]+)")
 
 
 class PtyProcess:
@@ -57,7 +58,7 @@ class PtyProcess:
 
 
 def _steps_seen(output: bytes) -> list[int]:
-    return [int(m) for m in STEP.findall(output)]
+    return [int(m.replace(b",", b"")) for m in STEP.findall(output)]
 
 
 def _start_writer(folder: Path, steps: int, pause: float, *extra: str) -> subprocess.Popen[bytes]:
@@ -152,3 +153,43 @@ def test_top_on_a_real_recording(tmp_path: Path) -> None:
     seen = _steps_seen(top.output)
     assert seen[-1] == 80 and len(set(seen)) >= 3, seen
     assert b"finished" in top.output
+
+
+LEAKY_SLOW = """
+import time
+import torch
+
+model = torch.nn.Linear(32, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+kept = []
+for step in range(600):
+    loss = model(torch.randn(64, 32)).pow(2).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    kept.append(torch.randn(128, 256))  # 128 KiB a step
+    time.sleep(0.02)
+"""
+
+
+@pytest.mark.slow
+def test_top_once_shows_the_live_finding_while_the_run_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(LEAKY_SLOW)
+    run = tmp_path / "runs" / "leaky"
+    recorder = subprocess.Popen([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
+                                 str(run), "train.py"], cwd=tmp_path)
+    frame = ""
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and recorder.poll() is None:
+            if (run / "trace.sqlite").exists():
+                frame = subprocess.run([sys.executable, "-m", "torchleak", "top", "--once",
+                                        str(run)], capture_output=True, text=True).stdout
+                if "live detection" in frame:
+                    break
+            time.sleep(0.5)
+        still_running = recorder.poll() is None
+    finally:
+        recorder.wait(timeout=90)
+    assert "live detection" in frame and "global kept in train.py" in frame, frame
+    assert still_running and "running" in frame  # seen before the run ended

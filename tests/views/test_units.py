@@ -1,10 +1,11 @@
 from __future__ import annotations
 
+import pytest
+
+from torchleak.analysis.charts import downsample
+from torchleak.units import format_bytes, format_count, format_duration, format_rate, parse_size
 from torchleak.views.renderers.svg import labelled_ticks, nice_ticks
-from torchleak.views.series import downsample
 from torchleak.views.sparkline import sparkline
-from torchleak.views.trend import fit_trend, is_flat, looks_like_growth
-from torchleak.views.units import format_bytes, format_count, format_duration, format_rate
 
 
 def test_format_bytes_uses_binary_units() -> None:
@@ -39,16 +40,17 @@ def test_downsample_keeps_spikes_and_bounds_points() -> None:
     assert 99.0 in ys and xs == sorted(xs)
 
 
-def test_trend_fit_and_growth_test() -> None:
-    steps = list(range(1, 101))
-    growing = [1000.0 + 10 * s for s in steps]
-    trend = fit_trend(steps, growing)
-    assert trend is not None and abs(trend.slope - 10) < 1e-9 and trend.r2 > 0.999
-    assert looks_like_growth(trend, growing)
-    assert trend.step_reaching(3000.0) == 200.0
-    flat = [1000.0 + (s % 2) for s in steps]
-    assert is_flat(fit_trend(steps, flat), flat)
-    assert not looks_like_growth(fit_trend(steps, flat), flat)
+@pytest.mark.parametrize("text, size", [("12GiB", 12 * 1024**3), ("800MB", 800 * 1000**2),
+                                        ("1.5G", 1_500_000_000), ("4096", 4096),
+                                        ("512 KiB", 512 * 1024), ("2tib", 2 * 1024**4)])
+def test_sizes_users_type(text: str, size: int) -> None:
+    assert parse_size(text) == size
+
+
+@pytest.mark.parametrize("text", ["", "twelve", "-1GiB", "12XB", "nan", "0"])
+def test_bad_sizes_say_what_is_accepted(text: str) -> None:
+    with pytest.raises(ValueError, match="12GiB"):
+        parse_size(text)
 
 
 def test_ticks_are_round_in_the_fitting_byte_unit() -> None:

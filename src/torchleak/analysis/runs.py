@@ -14,7 +14,7 @@ from typing import Any
 
 from torchleak.analysis.series import load
 from torchleak.analysis.verdict import build_report
-from torchleak.errors import TorchleakError, TraceError
+from torchleak.errors import BadInput, TorchleakError, TraceError
 from torchleak.report import Report
 from torchleak.trace import rows
 from torchleak.trace.catalog import RunFolder, run_status, start_time
@@ -28,6 +28,8 @@ def trace_report(trace: Path) -> Report:
     with open_trace(trace) as opened:
         meta = read_meta(opened.conn)
         status = run_status(meta, trace)
+        if rows.last_step(opened.conn) == 0:
+            raise BadInput(_empty_message(trace.parent, status))
         recorded = Report.from_dict(meta.get("report"))
         if recorded is not None and status is not RunStatus.RUNNING:
             report, source = recorded, "recorded at the end of the run"
@@ -44,6 +46,14 @@ def trace_report(trace: Path) -> Report:
     if status is RunStatus.KILLED and main is not None and near_limit(meta, main.peak_value):
         report.run["status_note"] = "killed (OOM?)"
     return report
+
+
+def _empty_message(folder: Path, status: RunStatus) -> str:
+    if status is RunStatus.RUNNING:
+        return (f"run {folder} has no steps recorded yet (still starting up): watch it with "
+                f"`torchleak top {folder}`, or try again in a moment")
+    return (f"run {folder} ({status.value}) recorded no training steps: torchleak counts a step "
+            "at each optimizer.step(); did the script reach its training loop?")
 
 
 def run_report(run: RunFolder) -> Report:

@@ -117,8 +117,13 @@ class TraceWriter:
     def __init__(self, path: Path, flush_interval: float = 0.25, claim: bool = True,
                  on_fault: Callable[[str], None] | None = None) -> None:
         self.path = path
-        self._conn: sqlite3.Connection | None = connect_for_writing(path, claim)
+        # The lock first: a reader that finds the trace always finds its writer's lock.
         self._lock_file = WriterLock(path.parent)
+        try:
+            self._conn: sqlite3.Connection | None = connect_for_writing(path, claim)
+        except BaseException:
+            self._lock_file.release()
+            raise
         self._buffers: dict[str, list[Sequence[Any]]] = {t: [] for t in _COLUMNS}
         self._pending: dict[str, list[Sequence[Any]]] = {t: [] for t in _COLUMNS}
         self._meta: dict[str, Any] = {}
