@@ -43,7 +43,8 @@ def _hook_name(hook: Any) -> str:
 
 def hooks_sample(path: str, hooks: list[Any], owner: str) -> HolderSample:
     """A hook table or registry: how many entries, and what the newest ones capture."""
-    names = collections.Counter(_hook_name(h) for h in hooks)
+    # The newest entries name the pattern; a registry of thousands costs no more to name.
+    names = collections.Counter(_hook_name(h) for h in hooks[-64:])
     captured = 0.0
     for hook in hooks[-4:]:
         fn = hook.__func__ if type(hook) is MethodType else hook
