@@ -5,7 +5,7 @@
 - Mann-Kendall: a rank test for a monotone trend, with the tie correction (container
   lengths are full of ties). We use the normal approximation with continuity correction.
 - troughs: the minimum per window. Comparing troughs at the same phase of successive
-  windows removes per-iteration and validation sawtooth (healthy pattern H2).
+  windows removes per-iteration and validation sawtooth of a healthy loop.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """Decide whether one series grows without bound, and how fast.
 
 Method (all thresholds named below):
-1. Drop the warm-up: steps <= ``warmup`` (healthy pattern H4, lazy optimizer state H3).
+1. Drop the warm-up: steps <= ``warmup`` (warm-up growth, lazy optimizer state).
 2. Compare like with like. Memory series are noisy and saw-toothed, so we take the
-   trough (minimum) of each of ``windows`` equal spans (H2). Exact counts (container
+   trough (minimum) of each of ``windows`` equal spans (a healthy loop's sawtooth). Exact counts (container
    lengths) are judged by ``_judge_counts`` instead (no statistics needed).
 3. Mann-Kendall on the troughs must show an increasing trend: Z >= ``Z_GROWING``
    (one-sided p < 0.01).
@@ -12,7 +12,7 @@ Method (all thresholds named below):
 5. Plateau test on the tail (the last ``TAIL_FRACTION`` of troughs): if it makes no new
    high above the troughs before it (by ``PLATEAU_RATIO`` of what the slope predicts), or
    its own slope is below ``PLATEAU_RATIO`` of the overall slope with a small range,
-   growth has stopped: a cache filled to its bound, an allocator plateau (H1), warm-up that
+   growth has stopped: a cache filled to its bound, an allocator plateau, warm-up that
    ended late, a transient dip and its recovery.
 """
 

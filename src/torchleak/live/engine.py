@@ -10,6 +10,7 @@ trace and returns it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -183,6 +184,9 @@ class Monitor:
         except TraceClaimed:
             raise OutputNotWritable(f"{self.folder} already holds a trace: another run "
                                     "claimed it; pass another --out folder") from None
+        except (OSError, sqlite3.Error) as err:
+            raise OutputNotWritable(f"cannot create the trace in {self.folder}: {err} (pass "
+                                    "--out DIR on a disk with room)") from None
         self.recorder.start()
         self._cancel_import_wait = when_torch_imported(self.recorder.attach_torch)
         self._detector = LiveDetector(trace, self.recorder.writer, self._on_live)

@@ -2,8 +2,7 @@
 
 A *step* is one cycle of optimizer updates. With one optimizer it is one
 ``optimizer.step()`` call (gradient accumulation therefore counts one step per real
-update, not per micro-batch). With several optimizers stepping in turn (a GAN's D and G,
-seed 002) the cycle is learned from the first calls: the boundary is after the
+update, not per micro-batch). With several optimizers stepping in turn (a GAN's D and G) the cycle is learned from the first calls: the boundary is after the
 optimizer that closes the cycle, so a D/G loop counts one step per D+G pair. An
 optimizer that only steps occasionally never becomes the boundary. If the boundary
 optimizer stops stepping while another keeps stepping (a new optimizer for a second

@@ -1,0 +1,354 @@
+"""Never harmful, never lossy: what a program does under ``torchleak run`` it does without
+it (memory freed when it frees it, its own environment, its death signal, its output), and
+every fault on torchleak's side (a full disk, a locked trace, a bad option) degrades into
+one line instead of changing the program's fate."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from recordkit import (Recorded, RunPool, child_env, prefetch, record, run_python,
+                       run_torchleak, weight, without_our_lines, write_script)
+
+from torchleak.errors import EXIT_CANTCREAT, EXIT_USAGE
+
+pytestmark = pytest.mark.slow
+
+# A training function that deletes a 100 MB tensor after each step. Its own hook, run at
+# every step boundary after torchleak's, counts the deleted tensors still alive.
+DELETED_LOCAL = """
+    import resource
+    import weakref
+
+    import torch
+    from torch.optim.optimizer import register_optimizer_step_post_hook
+
+    REFS = []
+    ALIVE = []
+
+
+    def check(optimizer, args, kwargs):
+        ALIVE.append(sum(ref() is not None for ref in REFS))
+        REFS.clear()
+
+
+    def train():
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        model = torch.nn.Linear(64, 8)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        register_optimizer_step_post_hook(check)
+        for step in range(60):
+            big = torch.ones(25_000_000)  # 100 MB, deleted every step
+            loss = model(torch.randn(32, 64)).pow(2).mean() + 0 * big[0]
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            REFS.append(weakref.ref(big))
+            del big
+        print("deleted tensors alive at the next boundary:", sum(ALIVE))
+        print("peak MiB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+
+
+    train()
+"""
+
+ENVIRONMENT = """
+    import os
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import torch  # the script's own first import of torch: the variable above must hold
+
+    torch.manual_seed(3)
+    a, b = torch.randn(256, 256), torch.randn(256, 256)
+    print("threads", torch.get_num_threads())
+    print("product", repr((a @ b).sum().item()))
+"""
+
+INTERRUPTED = """
+    import torch
+
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(30):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    print("interrupting", flush=True)
+    raise KeyboardInterrupt
+"""
+
+STREAMS = """
+    import io
+    import sys
+
+    import torch
+    import torchleak
+
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for step in range(40):
+        loss = model(torch.randn(8, 4)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        torchleak.mark("epoch", 1.0)  # any value: converted, never raised
+        torchleak.mark(5)
+        torchleak.mark(None, object())
+    print("trained", flush=True)
+    sys.stdout.close()  # the script closes its stdout and replaces its stderr
+    sys.stderr = io.StringIO()
+    sys.exit(4)
+"""
+
+LONG_LOOP = """
+    import sys
+    import time
+
+    import torch
+
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(int(sys.argv[1])):
+        loss = model(torch.randn(8, 16)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        time.sleep(float(sys.argv[2]))
+    print("steps", step + 1)
+    sys.exit(5)
+"""
+
+
+@prefetch
+@weight(4)
+def deleted_local(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "deleted.py", DELETED_LOCAL)
+    return run_python([script.name], cwd=folder), record(folder, script, options=("--quiet",))
+
+
+def test_a_deleted_local_is_freed_at_the_next_boundary(runs: RunPool) -> None:
+    plain, recorded = runs.get(deleted_local)
+    assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr
+    line = "deleted tensors alive at the next boundary: 0"
+    assert line in plain.stdout and line in recorded.proc.stdout
+    peak = {name: int(out.split("peak MiB")[1].split()[0])
+            for name, out in (("plain", plain.stdout), ("torchleak", recorded.proc.stdout))}
+    # The same peak: torchleak's own import and trace are tens of MiB at most.
+    assert peak["torchleak"] <= peak["plain"] + 64, peak
+
+
+def _memory_cgroup(name: str, limit: int) -> Path | None:
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[1] == "memory":
+            folder = Path("/sys/fs/cgroup/memory") / parts[2].lstrip("/") / name
+            try:
+                folder.mkdir(exist_ok=True)
+                (folder / "memory.limit_in_bytes").write_text(str(limit))
+            except OSError:
+                return None
+            return folder
+    return None
+
+
+def test_a_memory_limited_script_survives_under_torchleak_when_it_survives_plain(
+        tmp_path: Path) -> None:
+    cgroup = _memory_cgroup(f"torchleak-test-{os.getpid()}", 600 * 1024 * 1024)
+    if cgroup is None:
+        pytest.skip("no writable cgroup v1 memory controller on this machine")
+    script = write_script(tmp_path, "deleted.py", DELETED_LOCAL)
+    enter = f"echo $$ > {cgroup}/cgroup.procs && exec \"$@\""
+    try:
+        results = {}
+        for name, argv in (("plain", [sys.executable, script.name]),
+                           ("torchleak", [sys.executable, "-m", "torchleak", "run", "--quiet",
+                                          "--out", str(tmp_path / "run"), script.name])):
+            proc = subprocess.run(["sh", "-c", enter, "sh", *argv], cwd=tmp_path, text=True,
+                                  capture_output=True, timeout=300, env=child_env())
+            results[name] = proc.returncode
+    finally:
+        cgroup.rmdir()
+    if results["plain"] != 0:
+        pytest.skip(f"the plain script does not survive this limit either: {results}")
+    assert results["torchleak"] == 0, results
+
+
+@prefetch
+def environment(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "env.py", ENVIRONMENT)
+    env = {"OMP_NUM_THREADS": "2"}
+    plain = run_python([script.name], cwd=folder, env=env)
+    return plain, record(folder, script, options=("--quiet",))
+
+
+def test_variables_set_before_the_scripts_import_of_torch_hold(runs: RunPool) -> None:
+    plain, recorded = runs.get(environment)
+    assert "threads 1" in plain.stdout
+    assert recorded.proc.stdout == plain.stdout
+
+
+@prefetch
+def interrupted(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "interrupted.py", INTERRUPTED)
+    return run_python([script.name], cwd=folder), record(folder, script)
+
+
+def test_keyboard_interrupt_dies_by_sigint_after_the_trace_is_closed(runs: RunPool) -> None:
+    plain, recorded = runs.get(interrupted)
+    assert plain.returncode == -signal.SIGINT
+    assert recorded.proc.returncode == -signal.SIGINT
+    assert recorded.proc.stdout == plain.stdout
+    assert "KeyboardInterrupt" in without_our_lines(recorded.proc.stderr)
+    assert recorded.meta("status") == "crashed" and recorded.meta("report") is not None
+
+
+@prefetch
+def closed_streams(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "streams.py", STREAMS)
+    return run_python([script.name], cwd=folder), record(folder, script)
+
+
+def test_a_script_that_closes_its_streams_still_gets_its_verdict(runs: RunPool) -> None:
+    plain, recorded = runs.get(closed_streams)
+    assert plain.returncode == recorded.proc.returncode == 4
+    assert recorded.proc.stdout == plain.stdout == "trained\n"
+    err = recorded.proc.stderr
+    assert "torchleak: no leak after 40 steps" in err or "torchleak: LEAK" in err, err
+    assert "internal error" not in err and "Traceback" not in err and "Warning" not in err
+    marks = recorded.rows("SELECT name, value FROM marks WHERE step = 1")
+    assert ("epoch", "1.0") in marks and ("5", None) in marks
+    assert any(name == "None" and value.startswith("<object") for name, value in marks)
+
+
+def test_bad_options_are_refused_before_the_script_starts(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "env.py", ENVIRONMENT)
+    cases = [(["--json", "/proc/no-such/out.json"], EXIT_CANTCREAT, "cannot write --json"),
+             (["--limit", "twelve"], EXIT_USAGE, "--limit"),
+             (["--budget", "0"], EXIT_USAGE, "budget"),
+             (["--guard-at", "150"], EXIT_USAGE, "guard")]
+    for options, code, words in cases:
+        proc = run_torchleak(["run", *options, script.name], cwd=tmp_path)
+        assert proc.returncode == code, (options, proc.stderr)
+        assert proc.stdout == ""  # the script never started
+        assert words in proc.stderr and proc.stderr.count("\n") == 1, proc.stderr
+
+
+def test_two_runs_never_share_a_run_folder(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "env.py", ENVIRONMENT)
+    first = run_torchleak(["run", "--quiet", "--out", "shared", script.name], cwd=tmp_path)
+    second = run_torchleak(["run", "--quiet", "--out", "shared", script.name], cwd=tmp_path)
+    assert first.returncode == 0 and second.returncode == EXIT_CANTCREAT
+    assert "already holds a trace" in second.stderr and second.stdout == ""
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Path:
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    if shutil.which("mount") is None or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+            capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a small tmpfs here (needs root)")
+    yield mount
+    subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+def test_a_full_disk_switches_recording_off_and_keeps_the_exit_code(tiny_disk: Path,
+                                                                     tmp_path: Path) -> None:
+    script = write_script(tmp_path, "long.py", LONG_LOOP)
+    plain = run_python([script.name, "6000", "0"], cwd=tmp_path)
+    proc = run_torchleak(["run", "--out", str(tiny_disk / "run"), script.name, "6000", "0"],
+                         cwd=tmp_path, timeout=300)
+    assert plain.returncode == proc.returncode == 5
+    assert proc.stdout == plain.stdout == "steps 6000\n"
+    assert "Traceback" not in proc.stderr and "internal error" not in proc.stderr
+    assert proc.stderr.count("recording switched off") == 1, proc.stderr
+
+
+def test_a_trace_locked_by_another_process_loses_no_step(tmp_path: Path) -> None:
+    """Another process holds the trace's write lock for 5 s: rows wait, then land."""
+    script = write_script(tmp_path, "long.py", LONG_LOOP)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
+                             str(out), script.name, "900", "0.01"], cwd=tmp_path,
+                            env=child_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out / "trace.sqlite").exists() or _steps(out) < 50:
+            assert time.monotonic() < deadline and proc.poll() is None, "no trace appeared"
+            time.sleep(0.1)
+        blocker = sqlite3.connect(out / "trace.sqlite", timeout=10)
+        blocker.execute("BEGIN EXCLUSIVE")
+        time.sleep(5)
+        blocker.rollback()
+        blocker.close()
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 5 and stdout == "steps 900\n", stderr
+    assert _steps(out) == 900  # every step, none lost while the lock was held
+    assert "Traceback" not in stderr
+
+
+def _steps(out: Path) -> int:
+    conn = sqlite3.connect(f"file:{out / 'trace.sqlite'}?mode=ro", uri=True, timeout=10)
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM steps").fetchone()[0])
+    except sqlite3.Error:
+        return 0
+    finally:
+        conn.close()
+
+
+COMPILED = """
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+
+    @torch.compile
+    def train_step(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()  # the step hook runs inside the compiled region
+        optimizer.zero_grad()
+        model.eval()
+        model.train()
+        return loss
+
+
+    for step in range(6):
+        loss = train_step(torch.randn(8, 16))
+    print("graphs", counters["stats"]["unique_graphs"])
+    print("breaks", sum(counters["graph_break"].values()))
+    print("loss", round(loss.item(), 4))
+"""
+
+
+@prefetch
+@weight(4)
+def compiled(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "compiled.py", COMPILED)
+    return (run_python([script.name], cwd=folder, timeout=300),
+            record(folder, script, options=("--quiet",)))
+
+
+def test_torch_compile_sees_nothing_of_torchleak(runs: RunPool) -> None:
+    plain, recorded = runs.get(compiled)
+    assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr[-3000:]
+    assert recorded.proc.stdout == plain.stdout  # same graphs, same breaks, same loss
+    assert "torchleak" not in recorded.proc.stderr  # no compiler warning about our code
