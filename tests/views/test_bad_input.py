@@ -95,3 +95,59 @@ def test_views_never_modify_the_trace(leak_run: Path, capsys: pytest.CaptureFixt
     capsys.readouterr()
     assert folder_fingerprint(leak_run) == before
     assert not (tmp_path / "x.db").exists()
+
+
+def test_views_leave_a_killed_runs_files_byte_identical(tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """A writer that died mid-run leaves its WAL (and shared-memory file) behind: every
+    view reads the last commits without touching either."""
+    import subprocess
+    import sys
+
+    run = tmp_path / "killed"
+    subprocess.run([sys.executable, str(Path(__file__).with_name("live_writer.py")), str(run),
+                    "40", "0", "--no-finish"], check=True, timeout=60)
+    assert (run / "trace.sqlite-wal").exists()
+    before = folder_fingerprint(run)
+    for argv in (["report", str(run)], ["report", str(run), "--format", "json"],
+                 ["query", str(run), "SELECT COUNT(*) FROM steps"], ["top", str(run), "--once"],
+                 ["ls", "--runs-dir", str(tmp_path)]):
+        assert main(argv) == 0, argv
+    out = capsys.readouterr().out
+    assert "killed" in out and "40" in out  # the WAL's last commits were read
+    assert folder_fingerprint(run) == before
+
+
+def test_views_never_create_side_files(leak_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    names = sorted(p.name for p in leak_run.iterdir())
+    assert "trace.sqlite-wal" not in names and "trace.sqlite-shm" not in names
+    for argv in (["report", str(leak_run)], ["top", str(leak_run), "--once"],
+                 ["query", str(leak_run), "SELECT 1"]):
+        assert main(argv) == 0
+    assert sorted(p.name for p in leak_run.iterdir()) == names
+
+
+def test_a_runaway_query_stops_at_its_timeout(leak_run: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    sql = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+           "SELECT COUNT(*) FROM n")
+    err = _error(capsys, ["query", str(leak_run), sql, "--timeout", "1"], EXIT_DATAERR)
+    assert "longer than 1 s" in err
+
+
+def test_ctrl_c_stops_a_runaway_query(leak_run: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    sql = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+           "SELECT COUNT(*) FROM n")
+    proc = subprocess.Popen([sys.executable, "-m", "torchleak", "query", str(leak_run), sql],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(3)
+    proc.send_signal(signal.SIGINT)
+    start = time.monotonic()
+    _out, err = proc.communicate(timeout=10)
+    assert time.monotonic() - start < 5 and proc.returncode == 130, err
+    assert "Traceback" not in err

@@ -9,6 +9,7 @@ The same file is attached read-only as ``python``, so SQL written against
 
 from __future__ import annotations
 
+import signal
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -40,26 +41,58 @@ class QueryResult:
 def run_query(trace: str | Path, sql: str, timeout: float = 60.0) -> QueryResult:
     if not sql.strip():
         raise BadInput(f"empty query: pass SQL, e.g. \"SELECT * FROM torch_trace LIMIT 5\" ({HINT})")
-    with open_trace(trace) as opened:
+    with open_trace(trace) as opened, _Stop(time.monotonic() + timeout) as stop:
         conn = opened.conn
-        deadline = time.monotonic() + timeout
         try:
             conn.execute("ATTACH DATABASE ? AS python", (opened.attach_uri,))
             conn.set_authorizer(_authorize)
-            conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+            conn.set_progress_handler(stop.check, 10_000)
             cursor = conn.execute(sql)
             columns = [d[0] for d in cursor.description or ()]
             rows = [tuple(r) for r in cursor.fetchmany(MAX_ROWS + 1)]
         except (sqlite3.ProgrammingError, sqlite3.Warning) as err:
             raise BadInput(f"{err} (torchleak query runs one read-only statement)") from None
         except sqlite3.OperationalError as err:
+            if stop.interrupted:
+                raise KeyboardInterrupt from None
             if "interrupted" in str(err):
                 raise BadInput(f"the query ran longer than {timeout:g} s and was stopped "
                                "(raise --timeout, or add a LIMIT)") from None
             raise BadInput(_explain(err)) from None
         except sqlite3.DatabaseError as err:
             raise BadInput(_explain(err)) from None
+        if stop.interrupted:
+            raise KeyboardInterrupt
     return QueryResult(columns, rows[:MAX_ROWS], truncated=len(rows) > MAX_ROWS)
+
+
+class _Stop:
+    """Called by SQLite every few thousand steps: a past deadline or Ctrl-C stops it.
+
+    SQLite swallows an exception raised inside this callback, so Ctrl-C is caught by a
+    handler that only sets a flag, and re-raised once SQLite has stopped."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.interrupted = False
+        self._previous: object = None
+
+    def __enter__(self) -> _Stop:
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        except ValueError:  # not the main thread: no Ctrl-C to catch here
+            self._previous = None
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)  # type: ignore[arg-type]
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        self.interrupted = True
+
+    def check(self) -> int:
+        return int(self.interrupted or time.monotonic() > self.deadline)
 
 
 def _authorize(action: int, arg1: str | None, arg2: str | None, _db: str | None,
