@@ -16,7 +16,7 @@ from pathlib import Path
 from torchleak.analysis.charts import all_signals
 from torchleak.analysis.series import RunDataBuilder
 from torchleak.analysis.signals import judge_signals
-from torchleak.analysis.verdict import overhead, run_info
+from torchleak.analysis.verdict import guard_record, overhead, run_info
 from torchleak.errors import TraceError
 from torchleak.report import Event, Finding, Report
 from torchleak.trace import rows
@@ -66,8 +66,7 @@ class Follower:
                         findings=findings, signals=signals, run=run_info(data.meta),
                         reason=str((final if phase == "final" else live).get("reason") or ""),
                         events=[Event(*e) for e in data.events[-3:]],
-                        guard=data.meta.get("guard") if isinstance(data.meta.get("guard"), dict)
-                        else None, overhead=overhead(data),
+                        guard=guard_record(data.meta), overhead=overhead(data),
                         source="final" if phase == "final" and final else "live")
         report.run["status"] = status.value
         report.run["trace"] = str(self.path)

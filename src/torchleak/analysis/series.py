@@ -18,6 +18,7 @@ from typing import Any
 
 from torchleak.trace import rows
 from torchleak.trace.reader import read_meta
+from torchleak.units import number
 
 MAX_POINTS = 2048
 MAX_HOLDERS = 2000
@@ -158,15 +159,16 @@ class RunDataBuilder:
         uss = data.memory.setdefault("main_uss", Series("main_uss", "bytes"))
         last = self._after("steps")
         for step, _t, duration, _epoch, _phase, rss, value, monitor in rows.steps(conn, last):
-            if value is not None:
-                uss.add(step, float(value))
-            if rss is not None:
-                data.rss.add(step, float(rss))
-            if duration is not None:
+            if not isinstance(step, int):
+                continue  # a row that is not ours: skipped, never fatal
+            for target, raw in ((uss, value), (data.rss, rss)):
+                if number(raw) is not None:
+                    target.add(step, float(raw))
+            if number(duration) is not None:
                 self._durations.append(float(duration))
-            if monitor is not None:
+            if number(monitor) is not None:
                 self._monitor.append(float(monitor))
-            last = step
+            last = max(last, step)
         self._cursor["steps"] = last
         data.steps = last
 
@@ -176,12 +178,14 @@ class RunDataBuilder:
         series = self.data.memory.get("workers_uss")
         last = self._after("workers")
         for rowid, step, t, pid, _rss, uss, _pss in rows.process_samples(conn, "worker", last):
+            last = rowid
+            if number(step) is None or number(t) is None or not isinstance(pid, int):
+                continue
             if self._sweep is not None and self._sweep[0] != t:
                 series = self._close_sweep(series)
             if self._sweep is None:
                 self._sweep = (t, step, {})
-            self._sweep[2][int(pid)] = float(uss or 0)
-            last = rowid
+            self._sweep[2][pid] = number(uss) or 0.0
         self._cursor["workers"] = last
 
     def _close_sweep(self, series: Series | None) -> Series:
@@ -204,11 +208,13 @@ class RunDataBuilder:
         last = self._after("heap")
         names = ("py_blocks", "malloc_in_use", "malloc_free", "malloc_mmapped")
         for rowid, step, _t, *values in rows.heap_samples(conn, last):
+            last = rowid
+            if number(step) is None:
+                continue
             for name, value in zip(names, values):
-                if value is not None:
+                if number(value) is not None:
                     unit = "count" if name == "py_blocks" else "bytes"
                     heap.setdefault(name, Series(name, unit)).add(step, float(value))
-            last = rowid
         self._cursor["heap"] = last
 
     def _cuda(self, conn: sqlite3.Connection) -> None:
@@ -216,37 +222,44 @@ class RunDataBuilder:
         last = self._after("cuda")
         for step, allocated, reserved, inactive, retries, ooms, _free, total in rows.cuda_samples(
                 conn, 0, last):
+            if not isinstance(step, int):
+                continue
+            used, cached = number(allocated) or 0.0, number(reserved) or 0.0
             data.memory.setdefault("cuda_allocated", Series("cuda_allocated", "bytes")).add(
-                step, float(allocated or 0))
+                step, used)
             data.memory.setdefault("cuda_reserved_unused", Series(
-                "cuda_reserved_unused", "bytes")).add(step, float((reserved or 0) - (allocated or 0)))
-            data.cuda_total = total or data.cuda_total
-            data.cuda_extra = {"inactive_split": float(inactive or 0),
-                               "num_alloc_retries": float(retries or 0),
-                               "num_ooms": float(ooms or 0)}
-            last = step
+                "cuda_reserved_unused", "bytes")).add(step, cached - used)
+            data.cuda_total = int(total) if isinstance(total, int) else data.cuda_total
+            data.cuda_extra = {"inactive_split": number(inactive) or 0.0,
+                               "num_alloc_retries": number(retries) or 0.0,
+                               "num_ooms": number(ooms) or 0.0}
+            last = max(last, step)
         self._cursor["cuda"] = last
 
     def _holders(self, conn: sqlite3.Connection) -> None:
         data = self.data
         last_walk = self._after("walks")
         for step, kind, *_ in rows.holder_walks(conn, last_walk):
-            if kind == "full":
-                data.full_walks.append(int(step))
-            last_walk = step
+            if isinstance(step, int):
+                if kind == "full":
+                    data.full_walks.append(step)
+                last_walk = max(last_walk, step)
         self._cursor["walks"] = last_walk
         if len(data.full_walks) > MAX_POINTS:
             data.full_walks = data.full_walks[::2]
         last = self._after("holders")
         for step, holder, kind, type_name, length, nbytes, tensors, gfn, nodes, detail in (
                 rows.holders(conn, last)):
+            if not isinstance(step, int) or not isinstance(holder, str) or not isinstance(
+                    kind, str):
+                continue
+            last = max(last, step)
             series = data.holders.get(holder)
             if series is None:
                 if len(data.holders) >= MAX_HOLDERS:
                     self._forget_oldest_holder()
-                series = data.holders[holder] = HolderSeries(holder, kind, type_name or "")
-            series.add(step, float(length or 0), float(nbytes or 0), float(tensors or 0),
-                       float(gfn or 0), float(nodes or 0))
+                series = data.holders[holder] = HolderSeries(holder, kind, str(type_name or ""))
+            series.add(step, *(number(v) or 0.0 for v in (length, nbytes, tensors, gfn, nodes)))
             if detail:
                 try:
                     parsed = json.loads(detail)
@@ -254,7 +267,6 @@ class RunDataBuilder:
                     parsed = None
                 if isinstance(parsed, dict):
                     series.detail.update(parsed)
-            last = step
         self._cursor["holders"] = last
 
     def _forget_oldest_holder(self) -> None:
@@ -268,32 +280,36 @@ class RunDataBuilder:
                  "gc_objects")
         last = self._after("census")
         for step, *values in rows.census(conn, last):
+            if not isinstance(step, int):
+                continue
             for name, value in zip(names, values):
                 unit = "bytes" if "bytes" in name else "count"
-                census.setdefault(name, Series(name, unit)).add(step, float(value or 0))
-            last = step
+                census.setdefault(name, Series(name, unit)).add(step, number(value) or 0.0)
+            last = max(last, step)
         self._cursor["census"] = last
         last_split = self._after("breakdown")
         for step, category, nbytes in rows.breakdown(conn, last_split):
-            self.data.breakdown.setdefault(category, Series(category, "bytes")).add(
-                step, float(nbytes or 0))
-            last_split = step
+            if isinstance(step, int) and isinstance(category, str):
+                self.data.breakdown.setdefault(category, Series(category, "bytes")).add(
+                    step, number(nbytes) or 0.0)
+                last_split = max(last_split, step)
         self._cursor["breakdown"] = last_split
 
     def _marks_events(self, conn: sqlite3.Connection) -> None:
         data = self.data
         last = self._after("marks")
         for rowid, step, _t, name, value in rows.marks(conn, last):
-            data.marks.append((int(step), str(name), None if value is None else str(value)))
             last = rowid
+            if isinstance(step, int):
+                data.marks.append((step, str(name), None if value is None else str(value)))
         self._cursor["marks"] = last
         if len(data.marks) > MAX_MARKS:
             data.marks = data.marks[-MAX_MARKS:]
         last = self._after("events")
         for rowid, t, step, kind, source, message in rows.events(conn, last):
-            data.events.append((float(t), int(step or 0), str(kind), str(source or ""),
-                                str(message or "")))
             last = rowid
+            data.events.append((number(t) or 0.0, step if isinstance(step, int) else 0,
+                                str(kind), str(source or ""), str(message or "")))
         self._cursor["events"] = last
         if len(data.events) > MAX_EVENTS:
             data.events = data.events[-MAX_EVENTS:]

@@ -14,6 +14,7 @@ from torchleak.analysis.signals import MIN_CENSUS_GROWTH, MIN_MEMORY_GROWTH, jud
 from torchleak.analysis.thresholds import warmup_steps
 from torchleak.analysis.trend import first_growing_step
 from torchleak.report import Event, Finding, Mark, Report
+from torchleak.units import number
 from torchleak.vocab import Severity, Signal as S, Verdict
 
 MIN_STEPS = 20  # fewer steps cannot separate warm-up from growth
@@ -44,8 +45,7 @@ def build_report(data: RunData, replay: bool = True) -> Report:
                     run=run_info(data.meta), holders=holder_growth(data),
                     marks=[Mark(s, n, v) for s, n, v in data.marks],
                     events=[Event(*e) for e in data.events], limit=_limit(data),
-                    guard=data.meta.get("guard") if isinstance(data.meta.get("guard"), dict)
-                    else None, safe=_safe(data.meta), overhead=overhead(data),
+                    guard=guard_record(data.meta), safe=_safe(data.meta), overhead=overhead(data),
                     breakdown={name: [[x, y] for x, y in zip(s.x, s.y)]
                                for name, s in data.breakdown.items()})
     _decide(report, data)
@@ -92,7 +92,27 @@ def _limit(data: RunData) -> dict[str, Any]:
 
 def _safe(meta: dict[str, Any]) -> list[dict[str, Any]]:
     safe = meta.get("safe")
-    return [s for s in safe if isinstance(s, dict)] if isinstance(safe, list) else []
+    if not isinstance(safe, list):
+        return []
+    return [{"setting": str(s.get("setting")), "value": str(s.get("value")),
+             "was": None if s.get("was") is None else str(s.get("was"))}
+            for s in safe if isinstance(s, dict) and s.get("setting")]
+
+
+def guard_record(meta: dict[str, Any]) -> dict[str, Any] | None:
+    """What the guard did, from the trace, with every field of the type views expect."""
+    guard = meta.get("guard")
+    if not isinstance(guard, dict) or guard.get("mode") not in ("warn", "checkpoint", "stop"):
+        return None
+    step = guard.get("step")
+    actions = guard.get("actions")
+    return {"mode": guard["mode"], "reason": str(guard.get("reason") or "limit"),
+            "step": int(step) if isinstance(step, int) else None,
+            "memory_bytes": number(guard.get("memory_bytes")),
+            "limit_bytes": number(guard.get("limit_bytes")),
+            "limit_name": str(guard.get("limit_name") or "limit"),
+            "seconds_to_limit": number(guard.get("seconds_to_limit")),
+            "actions": [str(a) for a in actions] if isinstance(actions, list) else []}
 
 
 def overhead(data: RunData) -> dict[str, Any]:

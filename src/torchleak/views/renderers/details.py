@@ -168,7 +168,7 @@ def guard_text(guard: dict[str, Any] | None) -> str | None:
     when = guard.get("seconds_to_limit")
     why = ("memory passed its share of the limit" if guard.get("reason") == "limit"
            else f"the limit was projected in ~{format_duration(when)}")
-    return (f"guard ({guard.get('mode')}) fired at step {guard.get('step'):,}: {why} "
+    return (f"guard ({guard.get('mode')}) fired at step {format_count(guard.get('step'))}: {why} "
             f"({format_bytes(guard.get('memory_bytes'))} of {guard.get('limit_name')} "
             f"{format_bytes(guard.get('limit_bytes'))}); "
             f"{', '.join(guard.get('actions') or []) or 'no action'}")
