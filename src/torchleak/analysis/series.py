@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from array import array
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,6 +22,7 @@ from torchleak.trace.reader import read_meta
 from torchleak.units import number
 
 MAX_POINTS = 2048
+MAX_HOLDER_POINTS = 512  # per holder: many holders, each judged on its troughs
 MAX_HOLDERS = 2000
 MAX_MARKS = 5000
 MAX_EVENTS = 200
@@ -30,8 +32,9 @@ MAX_EVENTS = 200
 class Series:
     name: str
     unit: str
-    x: list[float] = field(default_factory=list)  # steps
-    y: list[float] = field(default_factory=list)
+    # Packed doubles: 8 bytes a point, so thousands of series stay small.
+    x: array[float] = field(default_factory=lambda: array("d"))  # steps
+    y: array[float] = field(default_factory=lambda: array("d"))
     peak: float | None = None
     last: float | None = None
     last_step: float | None = None
@@ -47,15 +50,9 @@ class Series:
 
     def _halve(self) -> None:
         """Merge neighbours into their trough: half the points, same troughs."""
-        xs, ys = [], []
-        for i in range(0, len(self.x) - 1, 2):
-            j = i if self.y[i] <= self.y[i + 1] else i + 1
-            xs.append(self.x[j])
-            ys.append(self.y[j])
-        if len(self.x) % 2:
-            xs.append(self.x[-1])
-            ys.append(self.y[-1])
-        self.x, self.y = xs, ys
+        keep = _troughs_of_pairs(self.y)
+        self.x = array("d", (self.x[i] for i in keep))
+        self.y = array("d", (self.y[i] for i in keep))
 
     def __bool__(self) -> bool:
         return bool(self.x)
@@ -66,12 +63,12 @@ class HolderSeries:
     holder: str
     kind: str
     type_name: str
-    steps: list[float] = field(default_factory=list)
-    length: list[float] = field(default_factory=list)
-    bytes: list[float] = field(default_factory=list)
-    tensors: list[float] = field(default_factory=list)
-    grad_fn_tensors: list[float] = field(default_factory=list)
-    graph_nodes: list[float] = field(default_factory=list)
+    steps: array[float] = field(default_factory=lambda: array("d"))
+    length: array[float] = field(default_factory=lambda: array("d"))
+    bytes: array[float] = field(default_factory=lambda: array("d"))
+    tensors: array[float] = field(default_factory=lambda: array("d"))
+    grad_fn_tensors: array[float] = field(default_factory=lambda: array("d"))
+    graph_nodes: array[float] = field(default_factory=lambda: array("d"))
     detail: dict[str, Any] = field(default_factory=dict)
 
     def add(self, step: float, length: float, nbytes: float, tensors: float, gfn: float,
@@ -82,17 +79,23 @@ class HolderSeries:
                               (self.tensors, tensors), (self.grad_fn_tensors, gfn),
                               (self.graph_nodes, nodes)):
             values.append(value)
-        if len(self.steps) > MAX_POINTS:
+        if len(self.steps) > MAX_HOLDER_POINTS:
             self._halve()
 
     def _halve(self) -> None:
-        keep = [i if self.length[i] <= self.length[i + 1] else i + 1
-                for i in range(0, len(self.steps) - 1, 2)]
-        if len(self.steps) % 2:
-            keep.append(len(self.steps) - 1)
+        keep = _troughs_of_pairs(self.length)
         for name in ("steps", "length", "bytes", "tensors", "grad_fn_tensors", "graph_nodes"):
             values = getattr(self, name)
-            setattr(self, name, [values[i] for i in keep])
+            setattr(self, name, array("d", (values[i] for i in keep)))
+
+
+def _troughs_of_pairs(values: array[float]) -> list[int]:
+    """The lower index of each neighbouring pair (and a last odd one): half the points,
+    every trough kept."""
+    keep = [i if values[i] <= values[i + 1] else i + 1 for i in range(0, len(values) - 1, 2)]
+    if len(values) % 2:
+        keep.append(len(values) - 1)
+    return keep
 
 
 @dataclass
@@ -179,8 +182,9 @@ class RunDataBuilder:
         last = self._after("workers")
         for rowid, step, t, pid, _rss, uss, _pss in rows.process_samples(conn, "worker", last):
             last = rowid
-            if number(step) is None or number(t) is None or not isinstance(pid, int):
-                continue
+            if number(step) is None or number(t) is None or not isinstance(pid, int) or not (
+                    number(uss) or 0) > 0:
+                continue  # a worker read while it exits has no memory left: not a sample
             if self._sweep is not None and self._sweep[0] != t:
                 series = self._close_sweep(series)
             if self._sweep is None:

@@ -60,6 +60,11 @@ def signal_findings(data: RunData, judged: dict[str, Judged],
     found = []
     named_signals = {f.signal for f in named if f.serious}
     for name, j in judged.items():
+        if name == S.WORKERS_USS and not j.trend.growing:
+            copying = copy_on_read(data, j.series)
+            if copying is not None:
+                found.append(worker_finding(data, copying))
+            continue
         if not j.trend.growing:
             continue
         if name == S.WORKERS_USS:
@@ -119,6 +124,36 @@ def _native_handles(data: RunData) -> list[str]:
             label = holder.detail.get("label") or holder.holder
             found.append(f"{label} ({holder.type_name}{' ' + library if library else ''})")
     return found[:5]
+
+
+COPY_SHARE = 0.2  # workers copied this share of what they can copy: not noise
+
+
+def copy_on_read(data: RunData, series: Series) -> Trend | None:
+    """Workers un-sharing a big Python dataset grow fast, then slower as fewer pages are
+    left to copy: a rank test on a few sweeps can miss that shape. The bound they can reach
+    (the dataset's size times the workers) does not flip with scheduling: copying a real
+    share of it, and still at the highest level at the end, is the leak."""
+    loaders = [h for h in data.holders.values() if h.kind == "dataloader"]
+    if not loaders or len(series.x) < 4:
+        return None
+    detail = loaders[-1].detail
+    big = detail.get("big_attributes") or {}
+    dataset_bytes = sum(float(v.get("bytes") or 0) for v in big.values() if isinstance(v, dict))
+    workers = detail.get("num_workers") if isinstance(detail.get("num_workers"), int) else 0
+    bound = dataset_bytes * workers
+    warmup = warmup_steps(data.steps)
+    pts = [(x, y) for x, y in zip(series.x, series.y) if x > warmup]
+    if not bound or len(pts) < 3:
+        return None
+    growth = pts[-1][1] - min(y for _, y in pts)
+    if growth < max(MIN_MEMORY_GROWTH[S.WORKERS_USS], COPY_SHARE * bound) or (
+            pts[-1][1] < max(y for _, y in pts)):
+        return None
+    span = max(1.0, pts[-1][0] - pts[0][0])
+    return Trend("growing", growth / span, 0.0, pts[0][1], pts[-1][1], pts[0][0], pts[-1][0],
+                 reason=f"copied {format_bytes(growth)} of at most {format_bytes(bound)} "
+                        f"({workers} workers x {format_bytes(dataset_bytes)} of Python objects)")
 
 
 def worker_finding(data: RunData, trend: Trend) -> Finding:

@@ -165,7 +165,7 @@ class ChildSampler:
         latest: dict[int, int] = {}
         for pid in self._children:
             mem = read_smaps_rollup(pid)
-            if mem is not None:
+            if mem is not None and mem.rss > 0:  # an exiting worker reads as empty
                 latest[pid] = mem.uss
                 self._emit(step, t, pid, "worker", mem.rss, mem.uss, mem.pss)
         self.children_uss = sum(latest.values())

@@ -80,6 +80,12 @@ def own_attributes(obj: Any) -> dict[str, Any]:
             if type(k) is str and k not in skip and not k.startswith("__")}
 
 
+def _ours(obj: Any) -> bool:
+    """torchleak's own objects (a ``torchleak.monitor()`` handle in the user's frame) are
+    never holders: walking our buffers would report our own bookkeeping."""
+    return str(type(obj).__module__).startswith("torchleak.")
+
+
 def count_graph_nodes(grad_fn: Any, cap: int) -> int:
     """Autograd nodes reachable from ``grad_fn``, at most ``cap``."""
     return walk_graph([grad_fn], cap, with_saved=False).nodes
@@ -105,7 +111,8 @@ class Walk:
             self.labels[path] = label
         if route is not None:
             self.routes.setdefault(path, route)
-        if depth <= MAX_DEPTH and (not access.is_a(obj, _SKIP) or access.is_a(obj, type)):
+        if depth <= MAX_DEPTH and (not access.is_a(obj, _SKIP) or access.is_a(obj, type)) and (
+                not _ours(obj)):
             self.queue.append((obj, path, depth))
 
     def run(self) -> None:
@@ -437,7 +444,8 @@ class Walk:
             if access.container_base(value) is not None and access.length(value) >= _BIG_DATASET_ATTR:
                 items = sample_items(value, 1)
                 big[name] = {"type": type(value).__name__, "length": access.length(value),
-                             "item_type": type(items[0]).__name__ if items else None}
+                             "item_type": type(items[0]).__name__ if items else None,
+                             "bytes": int(container_footprint(value).bytes)}
         workers = attrs.get("num_workers")
         self.record(HolderSample(f"{path} (DataLoader)", "dataloader", type(dataset).__name__,
                                  int(workers) if type(workers) is int else 0,
