@@ -5,10 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchleak.check.astutil import dotted, pos, root_name, target_key, tokens
+from torchleak.check.astutil import dotted, names_in, pos, root_name, target_key, tokens
+from torchleak.check.astutil import walk_local
 from torchleak.check.containers import is_bounded_deque, outlives_step, used_as_tensor_batch
 from torchleak.check.context import Ctx
 from torchleak.check.diagnostic import Fix
+from torchleak.check.roles import in_evaluation
+from torchleak.check.steps import is_data_iterable, is_optimizer_step
 from torchleak.check.rules.base import Analysis, Finding, Rule, append_method_fix
 from torchleak.check.taint import name_hints_tensor
 
@@ -35,7 +38,7 @@ def _graph_value(a: Analysis, value: ast.AST, container: ast.AST, ctx: Ctx) -> b
     key = target_key(container)
     if a.taint.is_backwarded(key, ctx) or a.taint.is_backwarded(root, ctx):
         return False  # gradient accumulation / micro-batching: the graph is wanted
-    return a.taint.carries_graph(value, ctx)
+    return a.taint.carries_graph(value, ctx, opaque=in_evaluation(a.index, ctx))
 
 
 def _scalar_like(a: Analysis, value: ast.AST, ctx: Ctx) -> bool:
@@ -71,7 +74,7 @@ class TensorAccumulated(Rule):
 
     def _site(self, a: Analysis, target: ast.AST, value: ast.AST, ctx: Ctx,
               node: ast.AST) -> Iterator[Finding]:
-        if not _graph_value(a, value, target, ctx):
+        if _composed_loss(a, target, ctx) or not _graph_value(a, value, target, ctx):
             return
         key = target_key(target) or "the total"
         text = a.segment(value)
@@ -80,6 +83,21 @@ class TensorAccumulated(Rule):
         yield Finding(node, f"`{key}` accumulates `{text}` with its autograd graph across "
                             f"iterations, so every step's graph stays alive; add {how} to "
                             f"`{text}`", fix)
+
+
+def _composed_loss(a: Analysis, target: ast.AST, ctx: Ctx) -> bool:
+    """``loss += w * head_loss`` over heads, scales or dims, then ``return loss``: one
+    step's loss built from parts for the caller's backward, not a sum across steps."""
+    loop = a.index.innermost_step_loop(ctx)
+    key = target_key(target)
+    if loop is None or ctx.func is None or not isinstance(target, ast.Name):
+        return False
+    if isinstance(loop, (ast.For, ast.AsyncFor)) and is_data_iterable(loop.iter):
+        return False
+    if any(isinstance(n, ast.Call) and is_optimizer_step(n) for n in walk_local(loop)):
+        return False
+    return any(isinstance(n, ast.Return) and n.value is not None
+               and key in names_in(n.value) for n in walk_local(ctx.func))
 
 
 def _self_referential(target: ast.AST, value: ast.AST) -> ast.AST | None:

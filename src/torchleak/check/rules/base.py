@@ -22,6 +22,7 @@ class Analysis:
     taint: Taint = field(init=False)
 
     def __post_init__(self) -> None:
+        self.index.cache["path"] = self.path
         self.taint = Taint(self.index)
 
     def char_col(self, line: int, byte_col: int) -> int:

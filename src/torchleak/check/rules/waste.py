@@ -39,11 +39,26 @@ class EmptyCachePerStep(Rule):
     def check(self, a: Analysis) -> Iterator[Finding]:
         for call, ctx in a.index.calls:
             if dotted(call.func).endswith("cuda.empty_cache") and batch_level(a, ctx) \
-                    and _unconditional(a, ctx):
+                    and _unconditional(a, ctx) and not _between_phases(a, ctx, call):
                 yield Finding(call, "`torch.cuda.empty_cache()` every step frees nothing "
                                     "that is still referenced and forces slow cudaMalloc "
                                     "calls on the next step; remove it, or call it every "
                                     "N steps or after evaluation")
+
+
+def _between_phases(a: Analysis, ctx: Ctx, call: ast.Call) -> bool:
+    """Several calls in one step, or one right after ``del``: memory handed back between
+    the phases of a step on purpose (to a colocated inference engine, say)."""
+    calls = [c for c, _ in a.index.calls_in(ctx.func)
+             if dotted(c.func).endswith("cuda.empty_cache")]
+    if len(calls) > 1:
+        return True
+    stmt = next((s for s in a.index.stmt_ctx if getattr(s, "value", None) is call), None)
+    block = a.index.block_of(stmt) if stmt is not None else None
+    if not block:
+        return False
+    at = block.index(stmt)
+    return at > 0 and isinstance(block[at - 1], ast.Delete)
 
 
 _HEAVY_EXACT = {"SummaryWriter", "GradScaler"}
