@@ -64,8 +64,10 @@ def _collect_resets(loop: Loop) -> set[str]:
                     if isinstance(n, (ast.Name, ast.Attribute))}
             for t in node.targets:
                 elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
-                # ``x = x + v`` / ``x = torch.cat([x, v])`` grows ``x``, it does not reset it
-                found.update(k for e in elts if (k := target_key(e)) and k not in used)
+                # ``x = x + v`` / ``x = torch.cat([x, v])`` grows ``x``, it does not reset it;
+                # ``x[k] = v`` stores into ``x``
+                found.update(k for e in elts if not isinstance(e, ast.Subscript)
+                             and (k := target_key(e)) and k not in used)
         elif isinstance(node, ast.AnnAssign):
             found.add(target_key(node.target))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):

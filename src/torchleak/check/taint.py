@@ -13,11 +13,11 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from torchleak.check.astutil import Position, dotted, keyword, last_name, names_in, pos
+from torchleak.check.astutil import Position, dotted, is_const, keyword, last_name, names_in, pos
 from torchleak.check.astutil import tokens
 from torchleak.check.astutil import walk_local
 from torchleak.check.context import Ctx, ModuleIndex, grad_mode_of
-from torchleak.check.steps import is_backward_call
+from torchleak.check.steps import is_backward_call, is_model_function
 
 _SOURCE_TOKENS = {
     "model", "net", "network", "encoder", "decoder", "generator", "discriminator",
@@ -88,6 +88,7 @@ class ScopeFacts:
     defs: dict[str, list[Def]] = field(default_factory=dict)
     backward: dict[str, list[Position]] = field(default_factory=dict)
     consumed: set[str] = field(default_factory=set)
+    model_code: bool = False  # inside ``forward``: ``self.fc1(x)`` runs a submodule
 
 
 def is_source_call(call: ast.Call) -> bool:
@@ -124,6 +125,13 @@ def looks_opaque(call: ast.Call) -> bool:
         and receiver.split(".")[-1] not in _PLAIN_MODULES
 
 
+def _submodule_call(call: ast.Call) -> bool:
+    func = call.func
+    return isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) \
+        and func.value.id == "self" and not func.attr.startswith("_") \
+        and func.attr not in _PLAIN_METHODS
+
+
 def name_hints_tensor(name: str) -> bool:
     words = tokens(name)
     return bool(words) and (words[-1] in _HINT_WORDS or words[0] == "loss")
@@ -138,6 +146,7 @@ class Taint:
         key = id(scope)
         if key not in self._facts:
             self._facts[key] = self._collect(scope or self.index.tree)
+            self._facts[key].model_code = is_model_function(scope)
         return self._facts[key]
 
     def carries_graph(self, expr: ast.AST, ctx: Ctx, at: Position | None = None,
@@ -248,7 +257,7 @@ class Taint:
         if isinstance(node, ast.Name):
             return node.id not in killed and self._name(node.id, facts, at, depth, opaque)
         if isinstance(node, ast.Call):
-            return self._call(node, rec, opaque and facts)
+            return self._call(node, rec, facts, opaque)
         if isinstance(node, ast.Attribute):
             return node.attr not in _KILL_ATTRS and rec(node.value)
         if isinstance(node, (ast.Subscript, ast.Starred)):
@@ -265,7 +274,8 @@ class Taint:
             return any(rec(v) for v in node.values)
         return False
 
-    def _call(self, node: ast.Call, rec, opaque: ScopeFacts | bool) -> bool:  # noqa: ANN001
+    def _call(self, node: ast.Call, rec, facts: ScopeFacts,  # noqa: ANN001 - a closure
+              opaque: bool) -> bool:
         func = node.func
         name = last_name(func)
         if name in _KILL_FUNCS and isinstance(func, ast.Name):
@@ -277,14 +287,14 @@ class Taint:
             return False  # gradients, not a graph
         if isinstance(func, ast.Attribute) and name in _KILL_METHODS:
             return False
-        if is_source_call(node):
+        if is_source_call(node) or (facts.model_code and _submodule_call(node)):
             return True
         if isinstance(func, ast.Attribute) and not full.startswith("torch.") and rec(func.value):
             return True  # a tensor method: loss.mean(), out.cpu(), out.view(-1)
         if full.startswith(_TORCH_PREFIXES) or (isinstance(func, ast.Name)
                                                 and func.id in _PROPAGATE_FUNCS):
             return any(rec(a) for a in node.args)
-        return isinstance(opaque, ScopeFacts) and self._opaque(node, opaque)
+        return opaque and self._opaque(node, facts)
 
     def _name(self, name: str, facts: ScopeFacts, at: Position, depth: int,
               opaque: bool = False) -> bool:
@@ -326,8 +336,11 @@ def _element(value: ast.AST, index: int | None, name: str,
     if opaque is not None and isinstance(value, ast.Call) and opaque(value):
         return value  # ``rgb, depth, acc = evaluator.create_samples(...)``
     if isinstance(value, ast.Call) and is_source_call(value):
-        # ``loss, logs = compute_loss(...)``: only the loss-named parts are tensors.
+        # ``loss, logs = compute_loss(...)``: only the loss-named parts are tensors, unless
+        # the model outputs come back too (Hugging Face ``return_outputs=True``).
         words = tokens(last_name(value.func))
+        if is_const(keyword(value, "return_outputs"), True):
+            return value
         if words and words[-1] in ("loss", "criterion", "entropy", "kl"):
             return value if "loss" in tokens(name) else None
         return value

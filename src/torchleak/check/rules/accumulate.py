@@ -10,7 +10,7 @@ from torchleak.check.astutil import walk_local
 from torchleak.check.containers import is_bounded_deque, outlives_step, used_as_tensor_batch
 from torchleak.check.context import Ctx
 from torchleak.check.diagnostic import Fix
-from torchleak.check.roles import in_evaluation
+from torchleak.check.roles import in_evaluation, runs_per_step
 from torchleak.check.steps import is_data_iterable, is_optimizer_step
 from torchleak.check.rules.base import Analysis, Finding, Rule, append_method_fix
 from torchleak.check.taint import name_hints_tensor
@@ -36,7 +36,7 @@ def _graph_value(a: Analysis, value: ast.AST, container: ast.AST, ctx: Ctx) -> b
     if not lives:
         return False
     key = target_key(container)
-    if a.taint.is_backwarded(key, ctx) or a.taint.is_backwarded(root, ctx):
+    if a.taint.is_backwarded(key, ctx) or (root != "self" and a.taint.is_backwarded(root, ctx)):
         return False  # gradient accumulation / micro-batching: the graph is wanted
     return a.taint.carries_graph(value, ctx, opaque=in_evaluation(a.index, ctx))
 
@@ -169,6 +169,9 @@ def _is_meter(container: ast.AST) -> bool:
 def _loop_variant_key(a: Analysis, target: ast.Subscript, ctx: Ctx) -> bool:
     """``outputs[step] = out`` grows; ``state["last"] = out`` is overwritten."""
     loop = a.index.innermost_step_loop(ctx)
+    if loop is None and not ctx.loops and runs_per_step(a.index, ctx.func):
+        # a per-step hook: ``self.seen[self.global_step] = out`` gets a new key each step
+        return not isinstance(target.slice, ast.Constant)
     if loop is None or not isinstance(loop, (ast.For, ast.AsyncFor)):
         return False
     loop_vars = {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
