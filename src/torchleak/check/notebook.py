@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from torchleak.check.diagnostic import Diagnostic
 from torchleak.check.engine import active_rules, meta, parse, run_rules
 from torchleak.check.selection import Selection
+from torchleak.check.source import split_lines
 
 _CELL_MAGICS_WITH_PYTHON = ("%%time", "%%timeit", "%%capture", "%%prun")
 
@@ -35,7 +36,7 @@ def code_cells(text: str, path: str) -> tuple[list[Cell], Diagnostic | None]:
             source = "".join(s for s in source if isinstance(s, str))
         if not isinstance(source, str):
             continue
-        out.append(Cell(number, [_demagic(line) for line in source.splitlines()]))
+        out.append(Cell(number, [_demagic(line) for line in split_lines(source)]))
     return out, None
 
 
@@ -50,29 +51,53 @@ def _demagic(line: str) -> str:
     return line
 
 
-def check_notebook(text: str, path: str, selection: Selection) -> list[Diagnostic]:
-    cells, error = code_cells(text, path)
-    if error is not None:
-        return [error]
-    diags: list[Diagnostic] = []
+@dataclass
+class Combined:
+    """All code cells as one module, and where each of its lines came from."""
+
+    source: str
+    origin: list[tuple[int, int]]  # combined line -> (cell number, line in cell)
+    errors: list[Diagnostic]  # cells that do not parse on their own
+
+
+def combine(cells: list[Cell], path: str) -> Combined:
     combined: list[str] = []
-    origin: list[tuple[int, int]] = []  # combined line -> (cell, line in cell)
+    origin: list[tuple[int, int]] = []
+    errors: list[Diagnostic] = []
     for cell in cells:
         if cell.lines and cell.lines[0].lstrip().startswith("%%"):
             continue  # a cell magic in another language (%%bash, %%html)
         _, err = parse("\n".join(cell.lines) + "\n", path)
         if err is not None:
-            diags.append(replace(err, cell=cell.number))
+            errors.append(replace(err, cell=cell.number))
             continue
         for i, line in enumerate(cell.lines, start=1):
             combined.append(line)
             origin.append((cell.number, i))
-    source = "\n".join(combined) + "\n"
-    tree, err = parse(source, path)
-    if tree is not None:
-        for d in run_rules(tree, source, path, active_rules(selection)):
-            cell, line = origin[d.line - 1] if 0 < d.line <= len(origin) else (None, d.line)
-            end = origin[d.end_line - 1][1] if 0 < d.end_line <= len(origin) else line
-            # Fixes are not offered in notebooks: they would have to rewrite the JSON.
-            diags.append(replace(d, line=line, cell=cell, end_line=end, fix=None))
+    return Combined("\n".join(combined) + "\n", origin, errors)
+
+
+def _combined_diagnostics(text: str, path: str,
+                          selection: Selection) -> tuple[list[Diagnostic], Combined | None]:
+    cells, error = code_cells(text, path)
+    if error is not None:
+        return [error], None
+    combined = combine(cells, path)
+    tree, _ = parse(combined.source, path)
+    found = [] if tree is None else run_rules(tree, combined.source, path,
+                                              active_rules(selection))
+    return found, combined
+
+
+def check_notebook(text: str, path: str, selection: Selection) -> list[Diagnostic]:
+    found, combined = _combined_diagnostics(text, path, selection)
+    if combined is None:
+        return found
+    diags = list(combined.errors)
+    origin = combined.origin
+    for d in found:
+        cell, line = origin[d.line - 1] if 0 < d.line <= len(origin) else (None, d.line)
+        end = origin[d.end_line - 1][1] if 0 < d.end_line <= len(origin) else line
+        diags.append(replace(d, line=line, cell=cell, end_line=end))
     return [d for d in diags if selection.enabled(d.code)]
+

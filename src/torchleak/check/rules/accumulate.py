@@ -58,7 +58,43 @@ def _fix(a: Analysis, value: ast.AST, key: str, ctx: Ctx) -> Fix | None:
 
 
 class TensorAccumulated(Rule):
+    """## What it does
+    Finds a tensor that carries its autograd graph summed across loop iterations
+    (`total += loss`, `total = total + loss`, `x = torch.cat([x, out])`).
+
+    ## Why is this bad?
+    The running sum is itself a tensor whose graph links every step's graph, so none of them
+    is ever freed: memory grows every step until the process runs out.
+
+    Not reported: `.item()`/`.detach()`/`float()` values, sums under `no_grad`, sums that are
+    themselves backpropagated (gradient accumulation), accumulators reset every step, and a
+    loss built from parts over heads or scales and returned for the caller's backward.
+
+    ## Example
+    ```python
+    total_loss = 0
+    for x, y in loader:
+        loss = criterion(model(x), y)
+        loss.backward()
+        optimizer.step()
+        total_loss += loss
+    ```
+
+    Use instead:
+    ```python
+        total_loss += loss.item()
+    ```
+
+    ## Fix safety
+    The fix adds `.item()` to a scalar loss (one that `.backward()` is called on) or
+    `.detach()` to a known tensor. It is safe when the total is only used as a number later
+    (printed, formatted, divided, compared). It is unsafe when the total is later used as a
+    tensor (`total_loss.item()`, `.backward()`, returned to a caller) or when the summed value
+    may not be a tensor at all: `.item()` would change its type.
+    """
+
     code = "TL101"
+    fix_availability = "sometimes"
     name = "tensor-accumulated-with-graph"
     summary = "A tensor is summed across loop iterations without `.item()`/`.detach()`."
 
@@ -119,7 +155,53 @@ def _self_referential(target: ast.AST, value: ast.AST) -> ast.AST | None:
 
 
 class GraphTensorStored(Rule):
+    """## What it does
+    Finds a tensor that carries its graph (a model output, a loss, anything computed from
+    them) stored in a list, dict, meter or attribute that outlives the step
+    (`losses.append(loss)`, `outputs.append(model(x))`, `meter.update(loss)`,
+    `cache[step] = out`, `self.step_losses.append(out.loss)` in a Hugging Face
+    `compute_loss` override).
+
+    Steps are training or evaluation loops, and the framework methods that run once per step:
+    Lightning `training_step` and callbacks such as `on_train_batch_end`, Hugging Face
+    `Trainer.compute_loss`/`training_step`/`prediction_step` overrides and
+    `TrainerCallback.on_step_end`, and helpers called from them. In evaluation code that runs
+    with autograd on (named like `evaluate`, calling `model.eval()`, or called from such a
+    function), results of calls the checker cannot see into
+    (`rgb, depth, acc = evaluator.create_samples(...)`) count as carrying a graph too.
+
+    ## Why is this bad?
+    The container keeps every step's graph (activations included) alive, so memory grows
+    with every step or every evaluated batch.
+
+    Not reported: values computed under `no_grad`/`inference_mode` (including Lightning
+    `validation_step`), `.item()`/`.detach()` values, bounded `deque(maxlen=...)`, lists made
+    anew every step, lists that are later backpropagated (micro-batching).
+
+    ## Example
+    ```python
+    all_losses = []
+    for batch in dataloader:
+        loss = model(batch)
+        all_losses.append(loss)
+    ```
+
+    Use instead:
+    ```python
+        all_losses.append(loss.item())
+    ```
+
+    ## Fix safety
+    The fix adds `.item()` to a scalar loss or `.detach()` to a known tensor (add `.cpu()`
+    yourself when values are only kept for metrics). It is safe when the list is only used as
+    numbers later (`sum`, `len`, `np.mean`, `torch.tensor`, printing). It is unsafe when the
+    list's elements are used as tensors later (`torch.stack`, tensor methods), or when the
+    value's type is unknown (a model output can be a tuple or a dict; an unseen callee can
+    return anything).
+    """
+
     code = "TL102"
+    fix_availability = "sometimes"
     name = "graph-tensor-stored"
     summary = ("A tensor that carries its autograd graph is stored in a list, dict or "
                "attribute that outlives the step.")

@@ -65,11 +65,14 @@ class Finding:
 
 
 class Rule:
-    """Subclasses set the class attributes and implement ``check``."""
+    """Subclasses set the class attributes, implement ``check`` and document themselves
+    in their docstring (what it does / why is this bad? / example / fix safety): that
+    docstring is what ``--explain`` prints and what the rules page is made of."""
 
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]  # one line for ``--list-rules`` and the docs index
+    fix_availability: ClassVar[str] = "never"  # "always", "sometimes" or "never"
 
     @property
     def default_on(self) -> bool:

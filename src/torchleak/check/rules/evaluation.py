@@ -20,7 +20,42 @@ _GRAD_WORDS = ("grad", "no_grad", "inference_mode", "set_grad_enabled", "require
 
 
 class EvalWithoutNoGrad(Rule):
+    """## What it does
+    Finds a function named like evaluation (`evaluate`, `validate`, `val_epoch`, `test`,
+    `inference`, `predict` ...) that runs a model over a data loader with autograd on.
+
+    ## Why is this bad?
+    Every forward keeps its activations for a backward that never comes: evaluation takes
+    far more memory than it needs.
+
+    Not reported: `@torch.no_grad()`/`@torch.inference_mode()` or `with` blocks, functions
+    that call `backward` or touch grad settings, Lightning hooks (`validation_step` already
+    runs under no_grad), functions called under `no_grad` in the same file, `test_*` in test
+    files.
+
+    ## Example
+    ```python
+    def evaluate(model, val_loader):
+        model.eval()
+        for x, y in val_loader:
+            out = model(x)
+    ```
+
+    Use instead:
+    ```python
+    @torch.no_grad()
+    def evaluate(model, val_loader):
+        ...
+    ```
+
+    ## Fix safety
+    The fix adds `@torch.no_grad()` directly above the `def`. It is safe when the function
+    returns nothing that may carry a graph (only numbers, or nothing); it is unsafe when it
+    returns tensors a caller might still backpropagate through.
+    """
+
     code = "TL301"
+    fix_availability = "sometimes"
     name = "eval-without-no-grad"
     summary = "Evaluation/validation code runs the model without `no_grad`/`inference_mode`."
 

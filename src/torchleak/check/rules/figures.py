@@ -41,7 +41,44 @@ def calls_by_scope(a: Analysis) -> dict[int, list[tuple[ast.Call, Ctx]]]:
 
 
 class FigureNotClosed(Rule):
+    """## What it does
+    Finds `plt.figure()`/`plt.subplots()` inside a loop or in a per-step / per-epoch hook in
+    a function that never closes the figure.
+
+    ## Why is this bad?
+    pyplot keeps every figure it creates (and its canvas) alive until it is closed, so each
+    epoch adds megabytes.
+
+    Not reported: `plt.close(...)`, `fig.clf()`, `plt.show()`, `writer.add_figure(...)`
+    (closes by default) in the same function, figures that are returned or kept on purpose,
+    `plt.figure(1)` (reuses one figure).
+
+    ## Example
+    ```python
+    def on_validation_epoch_end(self):
+        for i, name in enumerate(dim_names):
+            plt.figure(figsize=(8, 8))
+            plt.scatter(preds[:, i], targets[:, i])
+            plt.savefig(f"{name}.png")
+    ```
+
+    Use instead:
+    ```python
+            fig = plt.figure(figsize=(8, 8))
+            plt.scatter(preds[:, i], targets[:, i])
+            plt.savefig(f"{name}.png")
+            plt.close(fig)
+    ```
+
+    ## Fix safety
+    The fix inserts `plt.close(fig)` (or `plt.close()` for an unnamed figure) as the last
+    statement of the block that creates the figure. It is safe when nothing after that block
+    uses the figure or pyplot's current figure. It is unsafe when code after the loop still
+    draws or saves (`plt.savefig(...)` after the loop would write a blank image).
+    """
+
     code = "TL104"
+    fix_availability = "sometimes"
     name = "figure-not-closed"
     summary = "A matplotlib figure is created in a loop or per-epoch hook and never closed."
 

@@ -22,6 +22,37 @@ def per_step(a: Analysis, ctx: Ctx) -> bool:
 
 
 class HookRegisteredPerStep(Rule):
+    """## What it does
+    Finds `register_forward_hook`/`register_*_hook` on a module inside the training loop, in
+    `forward` or in a per-step method, with the handle thrown away or never `.remove()`d;
+    also Grad-CAM style helpers (`GradCAM(...)`) created per batch outside a `with`.
+
+    ## Why is this bad?
+    Hooks pile up on the module, each holding what its closure captured, and all of them run
+    on every forward.
+
+    Not reported: registration once at setup, handles that are removed, hooks on a module
+    created in the same iteration, tensor `register_hook` (dies with the tensor).
+
+    ## Example
+    ```python
+    for x, y in loader:
+        model.layer4.register_forward_hook(save_activation)
+        loss = model(x).sum()
+    ```
+
+    Use instead:
+    ```python
+    handle = model.layer4.register_forward_hook(save_activation)
+    for x, y in loader:
+        loss = model(x).sum()
+    handle.remove()
+    ```
+
+    ## Fix safety
+    No fix: where the hook belongs is a design decision.
+    """
+
     code = "TL105"
     name = "hook-registered-per-step"
     summary = "A module hook is registered every step and its handle is never removed."

@@ -105,6 +105,37 @@ def _fragment_self(a: Analysis, node: ast.AST) -> bool:
 
 
 class StepOutputsNotCleared(Rule):
+    """## What it does
+    Finds `self.<x>_step_outputs` (or an `*outputs` list appended in a `*_step` method) that
+    grows every step and that nothing clears, trims, re-creates or bounds.
+
+    ## Why is this bad?
+    The list keeps every epoch's outputs. Lightning 2.x removed the automatic
+    `validation_epoch_end(outputs)` and left clearing the list to you.
+
+    Not reported: lists cleared or re-assigned anywhere outside `__init__`, length-guarded
+    appends, `deque(maxlen=...)`.
+
+    ## Example
+    ```python
+    def validation_step(self, batch, batch_idx):
+        self.validation_step_outputs.append(self(batch).detach().cpu())
+
+    def on_validation_epoch_end(self):
+        preds = torch.cat(self.validation_step_outputs)
+    ```
+
+    Use instead:
+    ```python
+    def on_validation_epoch_end(self):
+        preds = torch.cat(self.validation_step_outputs)
+        self.validation_step_outputs.clear()
+    ```
+
+    ## Fix safety
+    No fix: where the list should be cleared depends on where it is read.
+    """
+
     code = "TL103"
     name = "step-outputs-not-cleared"
     summary = "`*_step_outputs` is appended every step but never cleared at epoch end."
@@ -124,6 +155,40 @@ class StepOutputsNotCleared(Rule):
 
 
 class UnboundedHistory(Rule):
+    """## What it does
+    Finds a list on `self` appended every step (inside the batch loop, or in
+    `training_step`/`forward`/`on_train_batch_end`/`on_step_end` and helpers they call) that
+    nothing in the class ever trims, clears, re-creates or length-checks (a
+    `grad_norm_history`). A user class that wraps the list is followed within the module.
+
+    ## Why is this bad?
+    The history grows by one entry per step for the whole run: a slow leak that shows after
+    days, not minutes.
+
+    Not reported: per-epoch and every-N-steps histories (`if step % N == 0`), bounded
+    `deque(maxlen=...)`, a wrapper class of the same module that is bounded (a
+    `ReplayBuffer` around `deque(maxlen=capacity)`) or trims itself, containers handed in
+    from outside (their owner may clear them), callbacks that stop the run themselves (a
+    learning-rate finder). A value that carries a graph is reported as TL102 instead.
+
+    ## Example
+    ```python
+    self.grad_norm_history = []
+    ...
+    for batch in loader:
+        ...
+        self.grad_norm_history.append(float(norm))
+    ```
+
+    Use instead:
+    ```python
+    self.grad_norm_history = collections.deque(maxlen=100)
+    ```
+
+    ## Fix safety
+    No fix: how much history to keep is yours to choose.
+    """
+
     code = "TL202"
     name = "unbounded-history"
     summary = "A history list on `self` is appended every step and never bounded."

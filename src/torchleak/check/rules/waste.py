@@ -32,6 +32,37 @@ def _unconditional(a: Analysis, ctx: Ctx) -> bool:
 
 
 class EmptyCachePerStep(Rule):
+    """## What it does
+    Finds `torch.cuda.empty_cache()` running unconditionally every batch (an
+    `if torch.cuda.is_available():` guard still counts as every batch).
+
+    ## Why is this bad?
+    It frees nothing that is still referenced and makes the next step pay for `cudaMalloc`
+    again: slower training, no memory saved.
+
+    Not reported: every-N-steps guards, OOM `except` handlers, per-epoch calls, calls placed
+    between the phases of one step on purpose (several per step, or right after `del`, as
+    when a colocated inference engine shares the GPU).
+
+    ## Example
+    ```python
+    for batch in loader:
+        loss = model(batch); loss.backward(); optimizer.step()
+        torch.cuda.empty_cache()
+    ```
+
+    Use instead:
+    ```python
+    for step, batch in enumerate(loader):
+        ...
+        if step % 500 == 0:
+            torch.cuda.empty_cache()
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL302"
     name = "empty-cache-per-step"
     summary = "`torch.cuda.empty_cache()` is called unconditionally every step."
@@ -65,6 +96,36 @@ _HEAVY_EXACT = {"SummaryWriter", "GradScaler"}
 
 
 class ObjectConstructedPerStep(Rule):
+    """## What it does
+    Finds a loss module (`nn.CrossEntropyLoss()`), an optimizer or a `GradScaler` constructed
+    in every batch, or a `SummaryWriter` (which starts a writer thread and a file) in every
+    epoch.
+
+    ## Why is this bad?
+    The object is rebuilt every time: wasted time and allocations, and for a writer a thread
+    and an open file per epoch.
+
+    Not reported: constructions whose arguments change every step (per-batch class weights),
+    losses built inside a model's `forward` or a `compute_loss` override.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        criterion = nn.CrossEntropyLoss()
+        loss = criterion(model(x), y)
+    ```
+
+    Use instead:
+    ```python
+    criterion = nn.CrossEntropyLoss()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL303"
     name = "object-constructed-per-step"
     summary = "A loss module, optimizer or writer is constructed inside the training loop."
@@ -111,6 +172,28 @@ class ObjectConstructedPerStep(Rule):
 
 
 class DefaultTensorTypeCuda(Rule):
+    """## What it does
+    Finds `torch.set_default_tensor_type('torch.cuda.FloatTensor')` or
+    `torch.set_default_device("cuda")`.
+
+    ## Why is this bad?
+    Every new tensor, also inside DataLoader workers, lands on the GPU, so each worker
+    creates its own CUDA context (hundreds of MiB each).
+
+    ## Example
+    ```python
+    torch.set_default_tensor_type('torch.cuda.FloatTensor')
+    ```
+
+    Use instead:
+    ```python
+    x = torch.zeros(3, device=device)   # pass devices explicitly
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL304"
     name = "default-device-cuda"
     summary = "The default tensor type or device is set to CUDA globally."
