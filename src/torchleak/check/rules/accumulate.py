@@ -10,6 +10,12 @@ from torchleak.check.astutil import walk_local
 from torchleak.check.containers import is_bounded_deque, outlives_step, used_as_tensor_batch
 from torchleak.check.context import Ctx
 from torchleak.check.diagnostic import Fix
+from torchleak.check.fixsafety import (
+    known_tensor,
+    list_used_as_numbers,
+    scalar_loss,
+    used_as_number_only,
+)
 from torchleak.check.roles import in_evaluation, runs_per_step
 from torchleak.check.steps import is_data_iterable, is_optimizer_step
 from torchleak.check.rules.base import Analysis, Finding, Rule, append_method_fix
@@ -49,12 +55,18 @@ def _scalar_like(a: Analysis, value: ast.AST, ctx: Ctx) -> bool:
     return "loss" in tokens(name.split(".")[-1]) or a.taint.backward_called(name, ctx)
 
 
-def _fix(a: Analysis, value: ast.AST, key: str, ctx: Ctx) -> Fix | None:
+def _fix(a: Analysis, value: ast.AST, key: str, ctx: Ctx, site: ast.AST,
+         accumulator: bool) -> Fix | None:
+    """``.item()`` for scalar losses, ``.detach()`` otherwise; safe only when the change
+    of type (or the value's being a tensor at all) cannot break later code."""
     if isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set, ast.Starred)):
         return None
-    if _scalar_like(a, value, ctx) and not used_as_tensor_batch(a, key):
-        return append_method_fix(a, value, "item")
-    return append_method_fix(a, value, "detach")
+    concatenated = isinstance(site, ast.Assign) and isinstance(site.value, ast.Call)
+    if not concatenated and _scalar_like(a, value, ctx) and not used_as_tensor_batch(a, key):
+        later_ok = used_as_number_only(a, key, ctx, site) if accumulator \
+            else list_used_as_numbers(a, key, ctx)
+        return append_method_fix(a, value, "item", scalar_loss(a, value, ctx) and later_ok)
+    return append_method_fix(a, value, "detach", known_tensor(a, value, ctx))
 
 
 class TensorAccumulated(Rule):
@@ -114,7 +126,7 @@ class TensorAccumulated(Rule):
             return
         key = target_key(target) or "the total"
         text = a.segment(value)
-        fix = _fix(a, value, key, ctx)
+        fix = _fix(a, value, key, ctx, node, accumulator=True)
         how = "`.item()`" if fix and ".item()" in fix.message else "`.detach()`"
         yield Finding(node, f"`{key}` accumulates `{text}` with its autograd graph across "
                             f"iterations, so every step's graph stays alive; add {how} to "
@@ -235,7 +247,7 @@ class GraphTensorStored(Rule):
         text = a.segment(value)
         if len(text) > 40:
             text = text[:37] + "..."
-        fix = _fix(a, value, key, ctx)
+        fix = _fix(a, value, key, ctx, node, accumulator=False)
         how = ("`.item()`" if fix and ".item()" in fix.message
                else "`.detach()` (and `.cpu()` if it is only kept for metrics)")
         yield Finding(node, f"`{text}` is stored in `{key}` with its autograd graph and "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from torchleak.check.context import ModuleIndex
-from torchleak.check.diagnostic import Edit, Fix
+from torchleak.check.diagnostic import SAFE, UNSAFE, Edit, Fix
 from torchleak.check.taint import Taint
 
 
@@ -82,9 +82,12 @@ class Rule:
         raise NotImplementedError
 
 
-def append_method_fix(a: Analysis, value: ast.AST, method: str) -> Fix:
+def append_method_fix(a: Analysis, value: ast.AST, method: str, safe: bool) -> Fix:
     """``loss`` -> ``loss.item()``; wraps operators in parentheses first."""
+    applicability = SAFE if safe else UNSAFE
     simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
     if simple:
-        return Fix(f"Add `.{method}()`", (a.insert_after(value, f".{method}()"),))
-    return Fix(f"Add `.{method}()`", (a.replace(value, f"({a.segment(value)}).{method}()"),))
+        return Fix(f"Add `.{method}()`", (a.insert_after(value, f".{method}()"),),
+                   applicability)
+    return Fix(f"Add `.{method}()`", (a.replace(value, f"({a.segment(value)}).{method}()"),),
+               applicability)

@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from torchleak.check.astutil import last_name, tokens, walk_local
 from torchleak.check.context import Ctx, Func, grad_mode_of, is_lightning_eval_hook
-from torchleak.check.diagnostic import Edit, Fix
+from torchleak.check.diagnostic import SAFE, UNSAFE, Edit, Fix
+from torchleak.check.fixsafety import returns_graph
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.steps import is_backward_call, is_data_iterable, is_optimizer_step
 from torchleak.check.taint import is_source_call
@@ -121,4 +122,5 @@ def _fix(a: Analysis, func: Func) -> Fix | None:
         return None
     at = len(indent) + 1
     return Fix("Add `@torch.no_grad()`",
-               (Edit(line, at, line, at, f"@torch.no_grad()\n{indent}"),))
+               (Edit(line, at, line, at, f"@torch.no_grad()\n{indent}"),),
+               UNSAFE if returns_graph(a, func) else SAFE)

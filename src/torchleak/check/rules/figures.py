@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from torchleak.check.astutil import dotted, is_const, keyword, last_name, walk_local
 from torchleak.check.context import Ctx
-from torchleak.check.diagnostic import Edit, Fix
+from torchleak.check.diagnostic import SAFE, UNSAFE, Edit, Fix
+from torchleak.check.fixsafety import draws_after
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.steps import is_epoch_function, is_step_function
 
@@ -157,4 +158,6 @@ def _fix(a: Analysis, call: ast.Call, ctx: Ctx, mod: str) -> Fix | None:
         return None
     col = len(a.lines[end - 1]) + 1
     text = f"\n{indent}{mod}.close({arg})"
-    return Fix(f"Add `{mod}.close({arg})`", (Edit(end, col, end, col, text),))
+    later = draws_after(a, owner, mod, arg, ctx.func or a.index.tree)
+    return Fix(f"Add `{mod}.close({arg})`", (Edit(end, col, end, col, text),),
+               UNSAFE if later else SAFE)
