@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import warnings
 from collections.abc import Iterable
 
 from torchleak.check.context import build_index
@@ -45,7 +46,11 @@ def decode_source(data: bytes, path: str) -> tuple[SourceText | None, Diagnostic
 
 def parse(source: str, path: str) -> tuple[ast.Module | None, Diagnostic | None]:
     try:
-        return ast.parse(source, filename=path), None
+        with warnings.catch_warnings():
+            # ``"\d"`` and friends: the user's Python prints those, not the checker
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return ast.parse(source, filename=path), None
     except SyntaxError as err:
         msg = err.msg or "invalid syntax"
         return None, meta(path, "TL002", f"syntax error, file not checked: {msg}",

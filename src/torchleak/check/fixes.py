@@ -8,7 +8,6 @@ findings are gone and nothing new appeared; otherwise the file is left alone.
 
 from __future__ import annotations
 
-import ast
 import difflib
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -60,9 +59,9 @@ def verified(fixed: str, before: Sequence[Diagnostic], applied: Sequence[Diagnos
     """The fixed text parses (when ``python``), and checking it again finds, for every
     code, at most what was found before minus what was fixed."""
     if python:
-        try:
-            ast.parse(fixed)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        from torchleak.check.engine import parse
+
+        if parse(fixed, "<fixed>")[0] is None:
             return False
     after = Counter(d.code for d in recheck(fixed))
     expected = Counter(d.code for d in before)

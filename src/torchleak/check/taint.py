@@ -191,6 +191,34 @@ class Taint:
             self.index.cache["functions_by_name"] = found
         return found
 
+    def _returns_graph_of(self, call: ast.Call) -> bool:
+        """``loss = self.train_step(batch)`` where this module's ``train_step`` returns
+        its loss with the graph."""
+        func = call.func
+        if not (isinstance(func, ast.Name) or (isinstance(func, ast.Attribute)
+                                               and dotted(func.value) == "self")):
+            return False
+        callees = self._module_functions().get(last_name(func))
+        return bool(callees) and any(self._returns_graph(f) for f in callees)
+
+    def _returns_graph(self, func: ast.AST) -> bool:
+        key = ("returns_graph", id(func))
+        if key not in self.index.cache:
+            self.index.cache[key] = False  # a recursive call is not evidence
+            decorated = any(grad_mode_of(d) is not None
+                            for d in getattr(func, "decorator_list", ()))
+            found = False
+            if not decorated:
+                for node in walk_local(func):
+                    ctx = self.index.stmt_ctx.get(node) if isinstance(node, ast.Return) \
+                        else None
+                    if ctx is not None and node.value is not None and not ctx.grad_off \
+                            and self.carries_graph(node.value, ctx):  # type: ignore[union-attr]
+                        found = True
+                        break
+            self.index.cache[key] = found
+        return bool(self.index.cache[key])
+
     def _runs_model_with_grad(self, func: ast.AST) -> bool:
         key = ("runs_model", id(func))
         if key not in self.index.cache:
@@ -287,7 +315,8 @@ class Taint:
             return False  # gradients, not a graph
         if isinstance(func, ast.Attribute) and name in _KILL_METHODS:
             return False
-        if is_source_call(node) or (facts.model_code and _submodule_call(node)):
+        if is_source_call(node) or (facts.model_code and _submodule_call(node)) \
+                or self._returns_graph_of(node):
             return True
         if isinstance(func, ast.Attribute) and not full.startswith("torch.") and rec(func.value):
             return True  # a tensor method: loss.mean(), out.cpu(), out.view(-1)

@@ -21,7 +21,7 @@ from torchleak.check.steps import is_data_iterable, is_optimizer_step
 from torchleak.check.rules.base import Analysis, Finding, Rule, append_method_fix
 from torchleak.check.taint import name_hints_tensor
 
-_STORE_METHODS = {"append", "extend", "insert", "appendleft", "add"}
+_STORE_METHODS = {"append": 1, "extend": 1, "insert": 2, "appendleft": 1, "add": 1}
 _METER_WORDS = {"meter", "meters", "avg", "average", "averager", "tracker", "losses", "stats"}
 
 
@@ -225,7 +225,9 @@ class GraphTensorStored(Rule):
                 continue
             container = func.value
             if func.attr in _STORE_METHODS:
-                value = call.args[-1] if func.attr != "extend" else call.args[0]
+                if len(call.args) != _STORE_METHODS[func.attr] or call.keywords:
+                    continue  # ``functional.add(x, y)`` is arithmetic, not a store
+                value = call.args[-1]
             elif func.attr == "update" and _is_meter(container):
                 value = call.args[0]
             else:

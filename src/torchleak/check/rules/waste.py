@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from torchleak.check.astutil import dotted, last_name, names_in, walk_local
 from torchleak.check.context import Ctx
 from torchleak.check.rules.base import Analysis, Finding, Rule
-from torchleak.check.steps import is_step_function
+from torchleak.check.steps import is_model_function, is_step_function
 
 
 def batch_level(a: Analysis, ctx: Ctx) -> bool:
@@ -16,8 +16,7 @@ def batch_level(a: Analysis, ctx: Ctx) -> bool:
     loop = a.index.innermost_step_loop(ctx)
     if loop is not None:
         return a.index.is_batch_loop(loop)
-    return not ctx.loops and is_step_function(ctx.func) and ctx.func is not None \
-        and ctx.func.name != "forward"
+    return not ctx.loops and is_step_function(ctx.func) and not is_model_function(ctx.func)
 
 
 def _unconditional(a: Analysis, ctx: Ctx) -> bool:
