@@ -184,22 +184,21 @@ def _wrapper_kind(a: Analysis, wrapper: ast.ClassDef, method: str) -> Kind:
 
 
 def class_attr_values(a: Analysis, cls: ast.ClassDef, attr: str) -> list[ast.AST]:
-    cache = a.index.cache.setdefault(("attr_values", id(cls)), {})
-    assert isinstance(cache, dict)
-    if not cache:
-        for node in ast.walk(cls):
-            targets: list[ast.AST] = []
-            if isinstance(node, ast.Assign):
-                targets = node.targets
-            elif isinstance(node, ast.AnnAssign) and node.value is not None:
-                targets = [node.target]
+    by_class = a.index.cache.get("attr_values")
+    if not isinstance(by_class, dict):
+        by_class = {}
+        for node, ctx in a.index.assigns:
+            if ctx.cls is None or node.value is None:
+                continue
+            values = by_class.setdefault(id(ctx.cls), {})
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
                 if isinstance(t, ast.Attribute) and dotted(t.value) == "self":
-                    cache.setdefault(t.attr, []).append(node.value)
-                elif isinstance(t, ast.Name) and node in cls.body:
-                    cache.setdefault(t.id, []).append(node.value)  # class attribute
-        cache.setdefault("", [])
-    return cache.get(attr, [])
+                    values.setdefault(t.attr, []).append(node.value)
+                elif isinstance(t, ast.Name) and ctx.func is None:
+                    values.setdefault(t.id, []).append(node.value)  # class attribute
+        a.index.cache["attr_values"] = by_class
+    return by_class.get(id(cls), {}).get(attr, [])
 
 
 def module_class(a: Analysis, name: str) -> ast.ClassDef | None:

@@ -125,14 +125,25 @@ class _Resolver:
         body_ctx = self.index.stmt_ctx.get(func.body[0])
         if body_ctx is not None and body_ctx.grad_off:
             return False  # decorated, or a Lightning hook that Lightning runs under no_grad
-        return (evaluation_name(func.name) or _calls_eval_mode(func)) \
+        return (evaluation_name(func.name) or self._calls_eval_mode(func)) \
             and self._may_evaluate(func, r)
 
-    @staticmethod
-    def _may_evaluate(func: Func, r: Roles) -> bool:
+    def _calls_eval_mode(self, func: Func) -> bool:
+        """``model.eval()`` (no arguments: ``something.eval(expr)`` is another method)."""
+        return any(isinstance(c.func, ast.Attribute) and c.func.attr == "eval"
+                   and not c.args and not c.keywords for c, _ in self.index.calls_in(func))
+
+    def _may_evaluate(self, func: Func, r: Roles) -> bool:
         """Never trains, never switches grad mode, and not called under ``no_grad``."""
         if func.name in r.called_under_no_grad:
             return False
+        key = ("may_evaluate", id(func))
+        if key not in self.index.cache:
+            self.index.cache[key] = self._never_trains(func)
+        return bool(self.index.cache[key])
+
+    @staticmethod
+    def _never_trains(func: Func) -> bool:
         if any(grad_mode_of(d) is not None for d in func.decorator_list):
             return False
         for node in walk_local(func):
@@ -151,13 +162,6 @@ def evaluation_name(name: str) -> bool:
     if words and words[0] in _RUN_WORDS:
         words = words[1:]
     return bool(words) and words[0] in EVAL_WORDS
-
-
-def _calls_eval_mode(func: Func) -> bool:
-    """``model.eval()`` (no arguments: ``something.eval(expr)`` is another method)."""
-    return any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
-               and n.func.attr == "eval" and not n.args and not n.keywords
-               for n in walk_local(func))
 
 
 def _is_test_file(index: ModuleIndex) -> bool:

@@ -237,13 +237,14 @@ def _finite_run(a: Analysis, cls: ast.ClassDef | None) -> bool:
     learning-rate finder does) records a run of its own, finite length."""
     if cls is None:
         return False
-    key = ("finite", id(cls))
-    if key not in a.index.cache:
-        a.index.cache[key] = any(
-            isinstance(n, ast.Assign) and is_const(n.value, True)
-            and any(isinstance(t, ast.Attribute) and t.attr in _STOP_FLAGS for t in n.targets)
-            for n in ast.walk(cls))
-    return bool(a.index.cache[key])
+    stopping = a.index.cache.get("stopping_classes")
+    if not isinstance(stopping, set):
+        stopping = {id(ctx.cls) for n, ctx in a.index.assigns
+                    if isinstance(n, ast.Assign) and is_const(n.value, True)
+                    and any(isinstance(t, ast.Attribute) and t.attr in _STOP_FLAGS
+                            for t in n.targets)}
+        a.index.cache["stopping_classes"] = stopping
+    return id(cls) in stopping
 
 
 def _has_modulo(test: ast.AST) -> bool:
