@@ -252,6 +252,13 @@ class GraphTensorStored(Rule):
         fix = _fix(a, value, key, ctx, node, accumulator=False)
         how = ("`.item()`" if fix and ".item()" in fix.message
                else "`.detach()` (and `.cpu()` if it is only kept for metrics)")
+        if in_evaluation(a.index, ctx) and not a.taint.carries_graph(value, ctx):
+            yield Finding(node, f"`{text}` comes from a call that runs with autograd on in "
+                                f"evaluation code, so it may carry its graph into `{key}`, "
+                                f"which keeps every iteration's graph alive; run the "
+                                f"evaluation under `torch.no_grad()` or store it with "
+                                f"`.detach()`", fix)
+            return
         yield Finding(node, f"`{text}` is stored in `{key}` with its autograd graph and "
                             f"outlives the step, so every step's graph stays alive; store "
                             f"it with {how}", fix)
