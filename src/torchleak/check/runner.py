@@ -85,8 +85,8 @@ def _fix(result: FileResult, text: str, settings: FileSettings, unsafe: bool,
          notebook: bool) -> None:
     wanted = result.diagnostics
     if notebook:
-        fixed, applied, error = fix_cells(text, result.path, settings.selection, wanted,
-                                          unsafe)
+        fixed, applied, error = fix_cells(text, wanted, unsafe,
+                                          lambda new: _recheck(new, result.path, settings))
         result.fix_error = error
     else:
         fixed, applied = apply_fixes(text, wanted, unsafe)
