@@ -115,3 +115,10 @@ def test_per_file_ignores(project: Path) -> None:
     (project / "pyproject.toml").write_text('[tool.torchleak.per-file-ignores]\n"x" = 1\n')
     bad = cli(".", cwd=project)
     assert bad.returncode == 2 and "per-file-ignores" in bad.stderr
+
+
+def test_quiet_keeps_frames_and_drops_the_summary(project: Path) -> None:
+    lines = "".join(f"x{i} = {i}\n" for i in range(12))
+    (project / "long.py").write_text(lines + SUM)
+    out = cli("--isolated", "-q", "long.py", cwd=project).stdout
+    assert "19 |         total += loss" in out and "Found" not in out

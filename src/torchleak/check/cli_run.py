@@ -118,10 +118,8 @@ def _report(diagnostics: list[Diagnostic], sources: dict[str, str], fixed: int,
             text = "\n".join(x for x in (text, summary(diagnostics, fixed, o.unsafe_fixes))
                              if x)
     else:
-        text = render(diagnostics, fmt, fixed, sources, o.unsafe_fixes, o.color)
-        if fmt in ("full", "concise", "text") and o.quiet:
-            text = "\n".join(line for line in text.splitlines()
-                             if line.startswith((" ", "\x1b")) or ": TL" in line)
+        text = render(diagnostics, fmt, fixed, sources, o.unsafe_fixes, o.color,
+                      with_summary=not o.quiet)
     if text:
         print(text)
 

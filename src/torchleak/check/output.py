@@ -20,7 +20,7 @@ _NAMES = {r.code: r.name for r in ALL_RULES}
 
 def render(diagnostics: Sequence[Diagnostic], fmt: str, fixed: int = 0,
            sources: Mapping[str, str] | None = None, unsafe_fixes: bool = False,
-           color: bool = False) -> str:
+           color: bool = False, with_summary: bool = True) -> str:
     fmt = FORMAT_ALIASES.get(fmt, fmt)
     if fmt == "json":
         return json.dumps([_as_json(d) for d in diagnostics], indent=2, ensure_ascii=False)
@@ -37,7 +37,9 @@ def render(diagnostics: Sequence[Diagnostic], fmt: str, fixed: int = 0,
         sources = sources or {}
         lines = [_with_frame(line, d, sources.get(d.path), unsafe_fixes, color)
                  for line, d in zip(lines, diagnostics)]
-    return "\n".join(lines + [summary(diagnostics, fixed, unsafe_fixes)])
+    if with_summary:
+        lines.append(summary(diagnostics, fixed, unsafe_fixes))
+    return "\n".join(lines)
 
 
 def _line(d: Diagnostic, unsafe_fixes: bool) -> str:

@@ -39,6 +39,9 @@ class Roles:
     per_step: set[int] = field(default_factory=set)
     evaluation: set[int] = field(default_factory=set)
     called_under_no_grad: set[str] = field(default_factory=set)
+    # functions of this module whose every call site runs with autograd off (a helper of
+    # Lightning's ``validation_step``): their bodies run without building graphs
+    grad_off_only: set[int] = field(default_factory=set)
 
 
 def roles(index: ModuleIndex) -> Roles:
@@ -52,6 +55,11 @@ def roles(index: ModuleIndex) -> Roles:
 
 def runs_per_step(index: ModuleIndex, func: ast.AST | None) -> bool:
     return func is not None and id(func) in roles(index).per_step
+
+
+def grad_off(index: ModuleIndex, ctx: Ctx) -> bool:
+    """Autograd is off here: a ``no_grad`` block, or a helper only ever called from one."""
+    return ctx.grad_off or (ctx.func is not None and id(ctx.func) in roles(index).grad_off_only)
 
 
 def in_evaluation(index: ModuleIndex, ctx: Ctx) -> bool:
@@ -82,6 +90,7 @@ class _Resolver:
                 r.per_step.add(id(func))
             if self._evaluates(func, ctx, r):
                 r.evaluation.add(id(func))
+        r.grad_off_only = self._grad_off_only()
         for _ in range(_ROUNDS):
             before = len(r.per_step) + len(r.evaluation)
             self._propagate(r)
@@ -100,6 +109,14 @@ class _Resolver:
             if ctx.func is not None and id(ctx.func) in r.evaluation and not ctx.grad_off \
                     and self._may_evaluate(callee, r):
                 r.evaluation.add(id(callee))
+
+    def _grad_off_only(self) -> set[int]:
+        sites: dict[int, list[bool]] = {}
+        for call, ctx in self.index.calls:
+            callee = self.resolve(call, ctx)
+            if callee is not None and callee is not ctx.func:
+                sites.setdefault(id(callee), []).append(ctx.grad_off)
+        return {key for key, offs in sites.items() if all(offs)}
 
     def _call_site_per_step(self, ctx: Ctx, r: Roles) -> bool:
         loop = self.index.innermost_step_loop(ctx)

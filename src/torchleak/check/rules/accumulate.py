@@ -16,7 +16,7 @@ from torchleak.check.fixsafety import (
     scalar_loss,
     used_as_number_only,
 )
-from torchleak.check.roles import in_evaluation, runs_per_step
+from torchleak.check.roles import grad_off, in_evaluation, runs_per_step
 from torchleak.check.steps import is_data_iterable, is_optimizer_step
 from torchleak.check.rules.base import Analysis, Finding, Rule, append_method_fix
 from torchleak.check.taint import name_hints_tensor
@@ -29,6 +29,8 @@ def _graph_value(a: Analysis, value: ast.AST, container: ast.AST, ctx: Ctx) -> b
     """True when ``value`` carries a graph into a container that outlives the step."""
     if ctx.grad_off and not isinstance(value, ast.Name):
         return False
+    if not ctx.grad_off and grad_off(a.index, ctx):
+        return False  # a helper that only runs under ``no_grad``
     lives = outlives_step(a, container, ctx)
     root = root_name(container)
     if lives is None:
