@@ -70,8 +70,9 @@ def run(o: Options) -> int:
     if o.paths == ["-"]:
         return _run_stdin(o, settings.for_path(o.stdin_filename))
     fix_mode = ("unsafe" if o.unsafe_fixes else "safe") if (o.fix or o.diff) else None
+    frames = (o.output_format or "full") == "full" and not o.statistics
     results = check_many(o.paths, settings.for_path, o.exclude, fix_mode, o.jobs,
-                         settings.skip)
+                         settings.skip, keep_text=frames)
     diagnostics, sources, fixed, errors = _collect(results, o)
     for error in errors:
         print(f"torchleak check: {error}", file=sys.stderr)

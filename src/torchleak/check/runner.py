@@ -48,8 +48,9 @@ class FileResult:
 
 
 def check_file(candidate: Candidate, settings: FileSettings,
-               fix_mode: str | None = None) -> FileResult:
-    """``fix_mode``: ``None`` (report only), ``"safe"`` or ``"unsafe"`` (compute fixes)."""
+               fix_mode: str | None = None, keep_text: bool = False) -> FileResult:
+    """``fix_mode``: ``None`` (report only), ``"safe"`` or ``"unsafe"`` (compute fixes);
+    ``keep_text``: keep the text of files with findings (for code frames)."""
     path = candidate.path
     if candidate.error:
         return FileResult(path, [meta(path, "TL001", f"cannot read: {candidate.error}")])
@@ -67,8 +68,8 @@ def check_file(candidate: Candidate, settings: FileSettings,
     except RecursionError:
         return FileResult(path, [meta(path, "TL002", "too deeply nested to analyse")])
     result = FileResult(path, [d for d in diags if settings.keep(d)], text.count("\n") + 1,
-                        data=data)
-    if result.diagnostics:
+                        data=data if fix_mode is not None else None)
+    if result.diagnostics and keep_text:
         result.text = text
     if fix_mode is not None and any(d.fix for d in result.diagnostics):
         _fix(result, text, settings, fix_mode == "unsafe", notebook)
@@ -106,31 +107,32 @@ def _recheck(text: str, path: str, settings: FileSettings) -> list[Diagnostic]:
     return [d for d in found if settings.keep(d)]
 
 
-def _check_chunk(args: tuple[list[tuple[Candidate, FileSettings]], str | None]) \
-        -> list[FileResult]:
-    chunk, fix_mode = args
-    return [check_file(c, s, fix_mode) for c, s in chunk]
+def _check_chunk(args: tuple[list[tuple[Candidate, FileSettings]], str | None, bool]
+                 ) -> list[FileResult]:
+    chunk, fix_mode, keep_text = args
+    return [check_file(c, s, fix_mode, keep_text) for c, s in chunk]
 
 
 def check_many(paths: Iterable[str],
                settings: FileSettings | Selection | Callable[[str], FileSettings],
                exclude: Iterable[str] = (), fix_mode: str | None = None,
-               jobs: int | None = None,
-               skip: Callable[[str], bool] | None = None) -> list[FileResult]:
+               jobs: int | None = None, skip: Callable[[str], bool] | None = None,
+               keep_text: bool = False) -> list[FileResult]:
     """``settings``: one for all files or one per path; ``skip``: further exclusions for
     files found by walking folders (the nearest configuration's ``exclude``)."""
     settings_for = _settings_function(settings)
     candidates = [(c, settings_for(c.path)) for c in discover(paths, exclude, skip)]
     workers = jobs if jobs is not None else min(os.cpu_count() or 1, 8)
     if workers <= 1 or len(candidates) < _POOL_MIN_FILES:
-        return [check_file(c, s, fix_mode) for c, s in candidates]
+        return [check_file(c, s, fix_mode, keep_text) for c, s in candidates]
     size = max(8, len(candidates) // (workers * 4))
-    chunks = [(candidates[i:i + size], fix_mode) for i in range(0, len(candidates), size)]
+    chunks = [(candidates[i:i + size], fix_mode, keep_text)
+              for i in range(0, len(candidates), size)]
     try:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             return [r for rs in pool.map(_check_chunk, chunks) for r in rs]
     except (OSError, RuntimeError):  # no fork/semaphores here: do it in this process
-        return [check_file(c, s, fix_mode) for c, s in candidates]
+        return [check_file(c, s, fix_mode, keep_text) for c, s in candidates]
 
 
 def _settings_function(settings: FileSettings | Selection | Callable[[str], FileSettings]

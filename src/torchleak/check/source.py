@@ -17,6 +17,11 @@ _LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$")
 
 def split_lines(text: str, keepends: bool = False) -> list[str]:
     """Lines as the Python tokenizer sees them."""
+    if not keepends and "\r" not in text:  # the common case, fast
+        lines = text.split("\n")
+        if lines and lines[-1] == "":
+            lines.pop()
+        return lines
     lines = _LINE.findall(text)
     if keepends:
         return lines
