@@ -34,7 +34,9 @@ def project(tmp_path: Path) -> Path:
 def test_text_output_and_exit_code(project: Path) -> None:
     result = cli("train.py", cwd=project)
     assert result.returncode == 1
-    assert result.stdout.startswith("train.py:4:5: TL102 [*] ")
+    assert result.stdout.startswith("train.py:4:5: TL102 ")
+    assert "4 |     all_losses.append(loss)\n  |     ^^^^^^^^^^^^^^^^^^^^^^^ TL102" \
+        in result.stdout  # a code frame with carets by default
     assert cli("clean.py", cwd=project).returncode == 0
 
 

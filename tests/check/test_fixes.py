@@ -19,7 +19,8 @@ PAIRS = sorted(p.name.split("_")[0] for p in FIXES.glob("*_in.py"))
 @pytest.mark.parametrize("code", PAIRS)
 def test_fix_output(code: str) -> None:
     source = (FIXES / f"{code}_in.py").read_text(encoding="utf-8")
-    fixed, applied = apply_fixes(source, check_source(source, "in.py", select=[code]))
+    fixed, applied = apply_fixes(source, check_source(source, "in.py", select=[code]),
+                                 unsafe=True)
     assert applied
     assert fixed == (FIXES / f"{code}_out.py").read_text(encoding="utf-8")
 
@@ -38,11 +39,13 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 def test_cli_fix_writes_and_diff_does_not(tmp_path: Path) -> None:
     shutil.copy(FIXES / "TL101_in.py", tmp_path / "train.py")
     before = (tmp_path / "train.py").read_text()
-    diff = _cli("--diff", "train.py", cwd=tmp_path)
+    diff = _cli("--diff", "--unsafe-fixes", "train.py", cwd=tmp_path)
     assert diff.returncode == 1
     assert "+        total_loss += loss.item()" in diff.stdout
     assert (tmp_path / "train.py").read_text() == before
-    fixed = _cli("--fix", "train.py", cwd=tmp_path)
+    safe_only = _cli("--diff", "train.py", cwd=tmp_path)
+    assert "total_loss += loss.item()" not in safe_only.stdout  # returned: unsafe
+    fixed = _cli("--fix", "--unsafe-fixes", "train.py", cwd=tmp_path)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert (tmp_path / "train.py").read_text() == (FIXES / "TL101_out.py").read_text()
     assert _cli("train.py", cwd=tmp_path).returncode == 0

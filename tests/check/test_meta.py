@@ -31,11 +31,35 @@ def test_noisy_rules_are_off_by_default() -> None:
         assert rule.default_on == (not rule.code.startswith("TL4"))
 
 
-def test_every_rule_documented_with_bad_and_good_example() -> None:
+def test_every_rule_documents_itself() -> None:
+    """The docstring has ruff's sections; the rules page is generated from it."""
     for rule in ALL_RULES:
+        doc = type(rule).__doc__ or ""
+        for heading in ("## What it does", "## Why is this bad?", "## Example",
+                        "## Fix safety"):
+            assert heading in doc, f"{rule.code}: no {heading!r} in its docstring"
+        assert doc.count("```python") >= 2, f"{rule.code}: needs a bad and a good example"
         section = _section(rule.code)
-        assert rule.name in section
-        assert "Bad:" in section and "Good:" in section and section.count("```python") >= 2
+        assert rule.name in section and "#### Fix safety" in section
+        assert rule.fix_availability in ("always", "sometimes", "never")
+
+
+def test_rules_page_is_generated_and_up_to_date() -> None:
+    from torchleak.check.ruledocs import render_document
+
+    assert DOCS == render_document(), ("docs/check-rules.md is stale: run "
+                                       "`python -m torchleak.check.ruledocs --write "
+                                       "docs/check-rules.md`")
+
+
+def test_explain_prints_the_rule_docs() -> None:
+    from torchleak.check.ruledocs import explain
+
+    text = explain("TL101") or ""
+    assert text.startswith("# tensor-accumulated-with-graph (TL101)")
+    assert "## Why is this bad?" in text and "## Fix safety" in text
+    assert explain("graph-tensor-stored") == explain("tl102")
+    assert explain("TL999") is None
 
 
 def test_meta_codes_documented() -> None:

@@ -24,6 +24,7 @@ _GRAD_OFF_CALLS = {
 _LIGHTNING_EVAL = ("validation_step", "test_step", "predict_step", "validation_epoch_end",
                    "test_epoch_end", "on_validation_", "on_test_", "on_predict_",
                    "validation_step_end", "test_step_end")
+_LIGHTNING_PACKAGES = {"lightning", "pytorch_lightning", "lightning_bolts", "pl_bolts"}
 _NAMES_ALWAYS_BOUND = set(dir(builtins)) | {
     "__file__", "__name__", "__doc__", "__spec__", "__path__", "__builtins__",
     "get_ipython", "display", "__loader__", "__package__", "__annotations__",
@@ -58,8 +59,37 @@ def grad_mode_of(expr: ast.AST) -> bool | None:
     return None
 
 
-def is_lightning_eval_hook(func: Func, cls: ast.ClassDef | None) -> bool:
-    return cls is not None and func.name.startswith(_LIGHTNING_EVAL)
+def is_lightning_eval_hook(func: Func, cls: ast.ClassDef | None, lightning: bool = True) -> bool:
+    """A Lightning hook that Lightning itself runs under ``no_grad``. ``lightning`` says
+    whether the file uses Lightning at all: a hand-written trainer's ``validation_step``
+    gets no such help."""
+    if cls is None or not func.name.startswith(_LIGHTNING_EVAL):
+        return False
+    return lightning or any("Lightning" in dotted(b) for b in cls.bases)
+
+
+def _top_level_imports(body: list[ast.stmt]) -> list[ast.Import | ast.ImportFrom]:
+    """Imports at module level, also inside ``try``/``if`` (optional imports)."""
+    found: list[ast.Import | ast.ImportFrom] = []
+    for stmt in body:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            found.append(stmt)
+        elif isinstance(stmt, (ast.Try, ast.If)):
+            found += _top_level_imports(stmt.body + stmt.orelse)
+    return found
+
+
+def uses_lightning(tree: ast.Module) -> bool:
+    """The file imports Lightning, or imports nothing at all (an excerpt of a module)."""
+    imports = _top_level_imports(tree.body)
+    if not imports:
+        return True
+    for node in imports:
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) \
+            else [node.module or ""]
+        if any(n.split(".")[0] in _LIGHTNING_PACKAGES for n in names):
+            return True
+    return False
 
 
 @dataclass
@@ -113,6 +143,16 @@ class ModuleIndex:
                                       for n in walk_local(loop))
         return bool(self.cache[key])
 
+    def calls_in(self, func: ast.AST | None) -> list[tuple[ast.Call, Ctx]]:
+        """The calls whose innermost function is ``func`` (``None``: module level)."""
+        by_func = self.cache.get("calls_by_func")
+        if not isinstance(by_func, dict):
+            by_func = {}
+            for call, ctx in self.calls:
+                by_func.setdefault(id(ctx.func), []).append((call, ctx))
+            self.cache["calls_by_func"] = by_func
+        return by_func.get(id(func), [])
+
     def block_of(self, stmt: ast.stmt) -> list[ast.stmt] | None:
         entry = self.parent.get(stmt)
         if entry is None:
@@ -124,6 +164,7 @@ class ModuleIndex:
 class _Indexer:
     def __init__(self, index: ModuleIndex) -> None:
         self.index = index
+        self.lightning = uses_lightning(index.tree)
 
     def block(self, stmts: list[ast.stmt], ctx: Ctx, owner: ast.AST, fieldname: str) -> None:
         for stmt in stmts:
@@ -200,7 +241,7 @@ class _Indexer:
         idx.funcs.append((node, ctx))
         idx.bound.add(node.name)
         self.exprs(node.decorator_list + [node.args], ctx)
-        grad_off = is_lightning_eval_hook(node, ctx.cls)
+        grad_off = is_lightning_eval_hook(node, ctx.cls, self.lightning)
         for deco in node.decorator_list:
             mode = grad_mode_of(deco)
             if mode is not None:

@@ -16,12 +16,23 @@ class Edit:
     text: str
 
 
+SAFE = "safe"
+UNSAFE = "unsafe"
+
+
 @dataclass(frozen=True)
 class Fix:
-    """A safe, behaviour-preserving rewrite; ``--fix`` applies it, ``--diff`` shows it."""
+    """A rewrite. ``safe`` ones cannot change what the program does and ``--fix`` applies
+    them; ``unsafe`` ones may (a value changes type, a figure closes before a later use)
+    and need ``--unsafe-fixes``."""
 
     message: str
     edits: tuple[Edit, ...]
+    applicability: str = SAFE
+
+    @property
+    def safe(self) -> bool:
+        return self.applicability == SAFE
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import ast
-import io
-import tokenize
+import warnings
 from collections.abc import Iterable
 
 from torchleak.check.context import build_index
@@ -12,6 +11,7 @@ from torchleak.check.diagnostic import Diagnostic
 from torchleak.check.noqa import suppressed
 from torchleak.check.rules import ALL_RULES, Analysis, Rule
 from torchleak.check.selection import Selection
+from torchleak.check.source import SourceText, split_lines
 
 MAX_BYTES = 20 * 1024 * 1024  # bigger files are generated data, not training code
 
@@ -26,12 +26,17 @@ def meta(path: str, code: str, message: str, line: int = 1, col: int = 1) -> Dia
 
 def decode(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:
     """Bytes -> text honouring PEP 263 coding cookies; a TL001 diagnostic on failure."""
+    source, error = decode_source(data, path)
+    return (source.text if source else None), error
+
+
+def decode_source(data: bytes, path: str) -> tuple[SourceText | None, Diagnostic | None]:
+    """Like ``decode``, keeping the encoding (and BOM) to write the file back."""
     if len(data) > MAX_BYTES:
         return None, meta(path, "TL001", f"file is {len(data) // 1048576} MiB, larger than "
                                          f"the {MAX_BYTES // 1048576} MiB limit; skipped")
     try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-        return data.decode(encoding), None
+        return SourceText.decode(data), None
     except (SyntaxError, LookupError, UnicodeDecodeError) as err:
         where = getattr(err, "start", None)
         detail = f" at byte {where}" if where is not None else ""
@@ -41,7 +46,11 @@ def decode(data: bytes, path: str) -> tuple[str | None, Diagnostic | None]:
 
 def parse(source: str, path: str) -> tuple[ast.Module | None, Diagnostic | None]:
     try:
-        return ast.parse(source, filename=path), None
+        with warnings.catch_warnings():
+            # ``"\d"`` and friends: the user's Python prints those, not the checker
+            warnings.simplefilter("ignore", SyntaxWarning)
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return ast.parse(source, filename=path), None
     except SyntaxError as err:
         msg = err.msg or "invalid syntax"
         return None, meta(path, "TL002", f"syntax error, file not checked: {msg}",
@@ -54,7 +63,7 @@ def parse(source: str, path: str) -> tuple[ast.Module | None, Diagnostic | None]
 def run_rules(tree: ast.Module, source: str, path: str,
               rules: Iterable[Rule]) -> list[Diagnostic]:
     """All findings of ``rules`` on a parsed module, noqa applied, sorted."""
-    lines = source.splitlines()
+    lines = split_lines(source)
     try:
         analysis = Analysis(path, lines, build_index(tree))
     except RecursionError:

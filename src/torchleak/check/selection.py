@@ -18,6 +18,8 @@ def parse_codes(values: Iterable[str] | str | None, where: str) -> list[str]:
         return []
     if isinstance(values, str):
         values = [values]
+    if not isinstance(values, (list, tuple)):
+        raise UsageError(f"{where}: expected a list of rule codes, got {values!r}")
     out: list[str] = []
     for value in values:
         if not isinstance(value, str):

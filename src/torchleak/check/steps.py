@@ -18,10 +18,16 @@ _DATA_NAME = re.compile(r"(loader|batches|dataset|data_iter|train_data|val_data|
 _BACKWARD_CALLS = {"backward", "manual_backward"}
 _OPTIM_STEP_RECEIVER = re.compile(r"(optim|opt$|optimizer|^opt_|scaler)", re.IGNORECASE)
 
-# Per-step functions: Lightning step hooks, ``train_step`` helpers, ``forward``.
+# Per-step functions: Lightning step hooks and callbacks (``on_train_batch_end``), Hugging
+# Face ``Trainer`` overrides (``compute_loss``, ``training_step``, ``prediction_step``) and
+# ``TrainerCallback`` hooks (``on_step_end``), ``train_step`` helpers, ``forward``.
 _STEP_FUNC = re.compile(
     r"^_*(\w+_step|forward|on_\w*batch_(start|end)|on_(before|after)_(backward|"
-    r"optimizer_step|zero_grad)|train_(one_)?batch|train_on_batch|training_step_end)$")
+    r"optimizer_step|zero_grad)|train_(one_)?batch|train_on_batch|training_step_end|"
+    r"compute_loss|on_step_(begin|end)|on_substep_end)$")
+# Per-step functions whose callees are not per-step by themselves: a model's ``forward``
+# calls its layers' helpers, ``compute_loss`` its loss pieces.
+_MODEL_FUNC = re.compile(r"^_*(forward|compute_loss)$")
 _EPOCH_FUNC = re.compile(r"^_*(on_\w*epoch_(start|end)|\w*_epoch_end)$")
 
 
@@ -68,3 +74,19 @@ def is_step_function(func: ast.AST | None) -> bool:
 
 def is_epoch_function(func: ast.AST | None) -> bool:
     return isinstance(func, FUNCS) and bool(_EPOCH_FUNC.match(func.name))
+
+
+def is_model_function(func: ast.AST | None) -> bool:
+    """``forward``/``compute_loss``: per step, but model code rather than loop code."""
+    return isinstance(func, FUNCS) and bool(_MODEL_FUNC.match(func.name))
+
+
+def per_step_decorator(func: ast.AST) -> bool:
+    """``@trainer.on(Events.ITERATION_COMPLETED)`` (ignite): runs after every iteration."""
+    for deco in getattr(func, "decorator_list", ()):
+        if isinstance(deco, ast.Call) and last_name(deco.func) == "on":
+            # ``Events.ITERATION_COMPLETED(every=100)`` is a call: periodic, not per step
+            if any(isinstance(arg, ast.Attribute) and arg.attr.startswith("ITERATION_")
+                   for arg in deco.args):
+                return True
+    return False

@@ -16,6 +16,31 @@ _DEBUG_WORDS = ("debug", "anomaly", "detect")
 
 
 class AnomalyDetectionLeftOn(Rule):
+    """## What it does
+    Finds `torch.autograd.set_detect_anomaly(True)` as a statement (or
+    `Trainer(detect_anomaly=True)`).
+
+    ## Why is this bad?
+    Anomaly mode stays on for the whole run: it stores a traceback for every autograd op and
+    slows every step.
+
+    Not reported: `with torch.autograd.set_detect_anomaly(True):` (scoped), a non-literal
+    switch (`set_detect_anomaly(args.debug)`), calls inside `if debug:`-style guards.
+
+    ## Example
+    ```python
+    torch.autograd.set_detect_anomaly(True)
+    ```
+
+    Use instead:
+    ```python
+    torch.autograd.set_detect_anomaly(args.detect_anomaly)
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL106"
     name = "anomaly-detection-on"
     summary = "Anomaly detection is switched on for the whole run."
@@ -75,6 +100,38 @@ def carried_state(loop: Loop) -> str:
 
 
 class RetainGraphWithCarriedState(Rule):
+    """## What it does
+    Finds `backward(retain_graph=True)` in a training loop where a state is fed back into the
+    model every step without being detached (`out, hidden = model(x, hidden)`).
+
+    ## Why is this bad?
+    Each step's graph is chained to the previous one through the state, and with
+    `retain_graph=True` none is ever freed.
+
+    Not reported: states detached, repackaged or re-initialised each step. (Plain
+    `retain_graph=True` without such a state is TL401.)
+
+    ## Example
+    ```python
+    for x, y in loader:
+        out, hidden = model(x, hidden)
+        loss = criterion(out, y)
+        loss.backward(retain_graph=True)
+    ```
+
+    Use instead:
+    ```python
+    for x, y in loader:
+        hidden = hidden.detach()
+        out, hidden = model(x, hidden)
+        loss = criterion(out, y)
+        loss.backward()
+    ```
+
+    ## Fix safety
+    No fix: truncating backpropagation through time changes the training.
+    """
+
     code = "TL201"
     name = "retain-graph-carried-state"
     summary = "`retain_graph=True` in a loop that carries a state from step to step."
@@ -90,6 +147,33 @@ class RetainGraphWithCarriedState(Rule):
 
 
 class RetainGraphInLoop(Rule):
+    """## What it does
+    Finds `retain_graph=True` in a training loop without a carried state.
+
+    ## Why is this bad?
+    This step's graph is kept until the next backward; often legitimate (GAN
+    discriminator/generator updates), worth a look when memory grows. Off by default: turn it
+    on with `--extend-select TL4`.
+
+    ## Example
+    ```python
+    for real in loader:
+        errD = netD(real).mean() - netD(netG(noise)).mean()
+        errD.backward(retain_graph=True)
+    ```
+
+    Use instead:
+    ```python
+    for real in loader:
+        fake = netG(noise)
+        errD = netD(real).mean() - netD(fake.detach()).mean()
+        errD.backward()
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL401"
     name = "retain-graph-in-loop"
     summary = "`retain_graph=True` inside a training loop (noisy: GANs use it on purpose)."

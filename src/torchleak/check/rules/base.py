@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from torchleak.check.context import ModuleIndex
-from torchleak.check.diagnostic import Edit, Fix
+from torchleak.check.diagnostic import SAFE, UNSAFE, Edit, Fix
 from torchleak.check.taint import Taint
 
 
@@ -22,6 +22,7 @@ class Analysis:
     taint: Taint = field(init=False)
 
     def __post_init__(self) -> None:
+        self.index.cache["path"] = self.path
         self.taint = Taint(self.index)
 
     def char_col(self, line: int, byte_col: int) -> int:
@@ -64,11 +65,14 @@ class Finding:
 
 
 class Rule:
-    """Subclasses set the class attributes and implement ``check``."""
+    """Subclasses set the class attributes, implement ``check`` and document themselves
+    in their docstring (what it does / why is this bad? / example / fix safety): that
+    docstring is what ``--explain`` prints and what the rules page is made of."""
 
     code: ClassVar[str]
     name: ClassVar[str]
     summary: ClassVar[str]  # one line for ``--list-rules`` and the docs index
+    fix_availability: ClassVar[str] = "never"  # "always", "sometimes" or "never"
 
     @property
     def default_on(self) -> bool:
@@ -78,9 +82,12 @@ class Rule:
         raise NotImplementedError
 
 
-def append_method_fix(a: Analysis, value: ast.AST, method: str) -> Fix:
+def append_method_fix(a: Analysis, value: ast.AST, method: str, safe: bool) -> Fix:
     """``loss`` -> ``loss.item()``; wraps operators in parentheses first."""
+    applicability = SAFE if safe else UNSAFE
     simple = isinstance(value, (ast.Name, ast.Attribute, ast.Call, ast.Subscript))
     if simple:
-        return Fix(f"Add `.{method}()`", (a.insert_after(value, f".{method}()"),))
-    return Fix(f"Add `.{method}()`", (a.replace(value, f"({a.segment(value)}).{method}()"),))
+        return Fix(f"Add `.{method}()`", (a.insert_after(value, f".{method}()"),),
+                   applicability)
+    return Fix(f"Add `.{method}()`", (a.replace(value, f"({a.segment(value)}).{method}()"),),
+               applicability)

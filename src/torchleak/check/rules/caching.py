@@ -34,6 +34,38 @@ def _from_functools(a: Analysis, name: str) -> bool:
 
 
 class CacheKeepsObjectsAlive(Rule):
+    """## What it does
+    Finds `functools.lru_cache`/`cache` on a method of an `nn.Module`/`Dataset`/Lightning class
+    (or on `__getitem__`/`forward`), and an unbounded cache (`@cache`, `maxsize=None`) on a
+    function annotated to take tensors.
+
+    ## Why is this bad?
+    A class-level cache keeps every `self` it saw (the model, with its weights) alive after the
+    model is deleted; on `__getitem__` it caches every sample in every worker. Tensors hash by
+    identity, so a cache keyed on them never hits and only grows.
+
+    Not reported: bounded caches on functions of plain values, `staticmethod`s, methods of
+    non-torch classes.
+
+    ## Example
+    ```python
+    class Encoder(nn.Module):
+        @functools.lru_cache(maxsize=None)
+        def embed(self, token_id):
+            return self.table[token_id]
+    ```
+
+    Use instead:
+    ```python
+    class Encoder(nn.Module):
+        def embed(self, token_id):
+            return self.table[token_id]
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL203"
     name = "cache-keeps-objects-alive"
     summary = "`lru_cache`/`cache` on a method, or unbounded on a function taking tensors."

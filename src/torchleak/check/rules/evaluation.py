@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 from torchleak.check.astutil import last_name, tokens, walk_local
 from torchleak.check.context import Ctx, Func, grad_mode_of, is_lightning_eval_hook
-from torchleak.check.diagnostic import Edit, Fix
+from torchleak.check.diagnostic import SAFE, UNSAFE, Edit, Fix
+from torchleak.check.fixsafety import returns_graph
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.steps import is_backward_call, is_data_iterable, is_optimizer_step
 from torchleak.check.taint import is_source_call
@@ -20,7 +21,42 @@ _GRAD_WORDS = ("grad", "no_grad", "inference_mode", "set_grad_enabled", "require
 
 
 class EvalWithoutNoGrad(Rule):
+    """## What it does
+    Finds a function named like evaluation (`evaluate`, `validate`, `val_epoch`, `test`,
+    `inference`, `predict` ...) that runs a model over a data loader with autograd on.
+
+    ## Why is this bad?
+    Every forward keeps its activations for a backward that never comes: evaluation takes
+    far more memory than it needs.
+
+    Not reported: `@torch.no_grad()`/`@torch.inference_mode()` or `with` blocks, functions
+    that call `backward` or touch grad settings, Lightning hooks (`validation_step` already
+    runs under no_grad), functions called under `no_grad` in the same file, `test_*` in test
+    files.
+
+    ## Example
+    ```python
+    def evaluate(model, val_loader):
+        model.eval()
+        for x, y in val_loader:
+            out = model(x)
+    ```
+
+    Use instead:
+    ```python
+    @torch.no_grad()
+    def evaluate(model, val_loader):
+        ...
+    ```
+
+    ## Fix safety
+    The fix adds `@torch.no_grad()` directly above the `def`. It is safe when the function
+    returns nothing that may carry a graph (only numbers, or nothing); it is unsafe when it
+    returns tensors a caller might still backpropagate through.
+    """
+
     code = "TL301"
+    fix_availability = "sometimes"
     name = "eval-without-no-grad"
     summary = "Evaluation/validation code runs the model without `no_grad`/`inference_mode`."
 
@@ -86,4 +122,5 @@ def _fix(a: Analysis, func: Func) -> Fix | None:
         return None
     at = len(indent) + 1
     return Fix("Add `@torch.no_grad()`",
-               (Edit(line, at, line, at, f"@torch.no_grad()\n{indent}"),))
+               (Edit(line, at, line, at, f"@torch.no_grad()\n{indent}"),),
+               UNSAFE if returns_graph(a, func) else SAFE)

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from torchleak.check.astutil import dotted, is_const, keyword, last_name, walk_local
 from torchleak.check.context import Ctx
-from torchleak.check.diagnostic import Edit, Fix
+from torchleak.check.diagnostic import SAFE, UNSAFE, Edit, Fix
+from torchleak.check.fixsafety import draws_after
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.steps import is_epoch_function, is_step_function
 
@@ -41,7 +42,44 @@ def calls_by_scope(a: Analysis) -> dict[int, list[tuple[ast.Call, Ctx]]]:
 
 
 class FigureNotClosed(Rule):
+    """## What it does
+    Finds `plt.figure()`/`plt.subplots()` inside a loop or in a per-step / per-epoch hook in
+    a function that never closes the figure.
+
+    ## Why is this bad?
+    pyplot keeps every figure it creates (and its canvas) alive until it is closed, so each
+    epoch adds megabytes.
+
+    Not reported: `plt.close(...)`, `fig.clf()`, `plt.show()`, `writer.add_figure(...)`
+    (closes by default) in the same function, figures that are returned or kept on purpose,
+    `plt.figure(1)` (reuses one figure).
+
+    ## Example
+    ```python
+    def on_validation_epoch_end(self):
+        for i, name in enumerate(dim_names):
+            plt.figure(figsize=(8, 8))
+            plt.scatter(preds[:, i], targets[:, i])
+            plt.savefig(f"{name}.png")
+    ```
+
+    Use instead:
+    ```python
+            fig = plt.figure(figsize=(8, 8))
+            plt.scatter(preds[:, i], targets[:, i])
+            plt.savefig(f"{name}.png")
+            plt.close(fig)
+    ```
+
+    ## Fix safety
+    The fix inserts `plt.close(fig)` (or `plt.close()` for an unnamed figure) as the last
+    statement of the block that creates the figure. It is safe when nothing after that block
+    uses the figure or pyplot's current figure. It is unsafe when code after the loop still
+    draws or saves (`plt.savefig(...)` after the loop would write a blank image).
+    """
+
     code = "TL104"
+    fix_availability = "sometimes"
     name = "figure-not-closed"
     summary = "A matplotlib figure is created in a loop or per-epoch hook and never closed."
 
@@ -120,4 +158,6 @@ def _fix(a: Analysis, call: ast.Call, ctx: Ctx, mod: str) -> Fix | None:
         return None
     col = len(a.lines[end - 1]) + 1
     text = f"\n{indent}{mod}.close({arg})"
-    return Fix(f"Add `{mod}.close({arg})`", (Edit(end, col, end, col, text),))
+    later = draws_after(a, owner, mod, arg, ctx.func or a.index.tree)
+    return Fix(f"Add `{mod}.close({arg})`", (Edit(end, col, end, col, text),),
+               UNSAFE if later else SAFE)

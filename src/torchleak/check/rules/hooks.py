@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from torchleak.check.astutil import last_name
+from torchleak.check.astutil import last_name, root_name, walk_local
 from torchleak.check.context import Ctx
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.rules.figures import calls_by_scope
@@ -22,6 +22,37 @@ def per_step(a: Analysis, ctx: Ctx) -> bool:
 
 
 class HookRegisteredPerStep(Rule):
+    """## What it does
+    Finds `register_forward_hook`/`register_*_hook` on a module inside the training loop, in
+    `forward` or in a per-step method, with the handle thrown away or never `.remove()`d;
+    also Grad-CAM style helpers (`GradCAM(...)`) created per batch outside a `with`.
+
+    ## Why is this bad?
+    Hooks pile up on the module, each holding what its closure captured, and all of them run
+    on every forward.
+
+    Not reported: registration once at setup, handles that are removed, hooks on a module
+    created in the same iteration, tensor `register_hook` (dies with the tensor).
+
+    ## Example
+    ```python
+    for x, y in loader:
+        model.layer4.register_forward_hook(save_activation)
+        loss = model(x).sum()
+    ```
+
+    Use instead:
+    ```python
+    handle = model.layer4.register_forward_hook(save_activation)
+    for x, y in loader:
+        loss = model(x).sum()
+    handle.remove()
+    ```
+
+    ## Fix safety
+    No fix: where the hook belongs is a design decision.
+    """
+
     code = "TL105"
     name = "hook-registered-per-step"
     summary = "A module hook is registered every step and its handle is never removed."
@@ -42,6 +73,8 @@ class HookRegisteredPerStep(Rule):
 
     @staticmethod
     def _removed(a: Analysis, ctx: Ctx, call: ast.Call) -> bool:
+        if _receiver_made_per_step(a, ctx, call):
+            return True  # hooks on a module created this iteration die with it
         if id(call) in a.index.expr_calls:
             return False  # the handle is dropped on the floor
         for other, _ in calls_by_scope(a).get(id(ctx.func), []):
@@ -53,3 +86,14 @@ class HookRegisteredPerStep(Rule):
                                                                            "remove_hooks"):
                     return True
         return False
+
+
+def _receiver_made_per_step(a: Analysis, ctx: Ctx, call: ast.Call) -> bool:
+    """``layer = next(m for m in model.modules() ...)`` or ``model = Model()`` inside the
+    loop: every iteration hooks a fresh module."""
+    loop = a.index.innermost_step_loop(ctx)
+    root = root_name(call.func)
+    if loop is None or not root or root == "self":
+        return False
+    return any(isinstance(n, ast.Name) and n.id == root and isinstance(n.ctx, ast.Store)
+               for n in walk_local(loop))

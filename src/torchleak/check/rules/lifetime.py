@@ -6,16 +6,19 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from torchleak.check.astutil import dotted, last_name, tokens
+from torchleak.check.astutil import dotted, is_const, last_name, tokens
+from torchleak.check.containers import attr_kind
 from torchleak.check.context import Ctx
+from torchleak.check.roles import runs_per_step
 from torchleak.check.rules.base import Analysis, Finding, Rule
-from torchleak.check.steps import is_epoch_function, is_step_function
+from torchleak.check.steps import is_step_function
 
 _GROW = {"append", "extend", "insert", "appendleft"}
 _SHRINK = {"clear", "pop", "popleft", "popitem", "remove"}
 _HOOK_FOR = {"training": "on_train_epoch_end", "train": "on_train_epoch_end",
              "validation": "on_validation_epoch_end", "val": "on_validation_epoch_end",
              "test": "on_test_epoch_end", "predict": "on_predict_epoch_end"}
+_STOP_FLAGS = {"should_stop", "should_training_stop"}
 _HISTORY_WORDS = {"history", "hist", "records", "log", "logs", "trace", "buffer"}
 
 
@@ -30,6 +33,10 @@ class Growth:
 
     def is_bounded(self, attr: str, ctx: Ctx) -> bool:
         return (0, attr) in self.bounded or (id(ctx.cls), attr) in self.bounded
+
+    def appends_in(self, func: ast.AST) -> list[tuple[ast.Call, Ctx]]:
+        return [(call, ctx) for sites in self.appends.values() for call, ctx in sites
+                if ctx.func is func]
 
 
 def growth(a: Analysis) -> Growth:
@@ -98,6 +105,37 @@ def _fragment_self(a: Analysis, node: ast.AST) -> bool:
 
 
 class StepOutputsNotCleared(Rule):
+    """## What it does
+    Finds `self.<x>_step_outputs` (or an `*outputs` list appended in a `*_step` method) that
+    grows every step and that nothing clears, trims, re-creates or bounds.
+
+    ## Why is this bad?
+    The list keeps every epoch's outputs. Lightning 2.x removed the automatic
+    `validation_epoch_end(outputs)` and left clearing the list to you.
+
+    Not reported: lists cleared or re-assigned anywhere outside `__init__`, length-guarded
+    appends, `deque(maxlen=...)`.
+
+    ## Example
+    ```python
+    def validation_step(self, batch, batch_idx):
+        self.validation_step_outputs.append(self(batch).detach().cpu())
+
+    def on_validation_epoch_end(self):
+        preds = torch.cat(self.validation_step_outputs)
+    ```
+
+    Use instead:
+    ```python
+    def on_validation_epoch_end(self):
+        preds = torch.cat(self.validation_step_outputs)
+        self.validation_step_outputs.clear()
+    ```
+
+    ## Fix safety
+    No fix: where the list should be cleared depends on where it is read.
+    """
+
     code = "TL103"
     name = "step-outputs-not-cleared"
     summary = "`*_step_outputs` is appended every step but never cleared at epoch end."
@@ -117,6 +155,40 @@ class StepOutputsNotCleared(Rule):
 
 
 class UnboundedHistory(Rule):
+    """## What it does
+    Finds a list on `self` appended every step (inside the batch loop, or in
+    `training_step`/`forward`/`on_train_batch_end`/`on_step_end` and helpers they call) that
+    nothing in the class ever trims, clears, re-creates or length-checks (a
+    `grad_norm_history`). A user class that wraps the list is followed within the module.
+
+    ## Why is this bad?
+    The history grows by one entry per step for the whole run: a slow leak that shows after
+    days, not minutes.
+
+    Not reported: per-epoch and every-N-steps histories (`if step % N == 0`), bounded
+    `deque(maxlen=...)`, a wrapper class of the same module that is bounded (a
+    `ReplayBuffer` around `deque(maxlen=capacity)`) or trims itself, containers handed in
+    from outside (their owner may clear them), callbacks that stop the run themselves (a
+    learning-rate finder). A value that carries a graph is reported as TL102 instead.
+
+    ## Example
+    ```python
+    self.grad_norm_history = []
+    ...
+    for batch in loader:
+        ...
+        self.grad_norm_history.append(float(norm))
+    ```
+
+    Use instead:
+    ```python
+    self.grad_norm_history = collections.deque(maxlen=100)
+    ```
+
+    ## Fix safety
+    No fix: how much history to keep is yours to choose.
+    """
+
     code = "TL202"
     name = "unbounded-history"
     summary = "A history list on `self` is appended every step and never bounded."
@@ -127,9 +199,13 @@ class UnboundedHistory(Rule):
             if attr.endswith("outputs"):
                 continue
             for call, ctx in sites:
-                if not g.is_bounded(attr, ctx) and _on_self(call) and _per_step(a, ctx, attr):
-                    if a.taint.carries_graph(call.args[-1], ctx) if call.args else False:
-                        continue  # TL102 reports it, with the sharper message
+                if g.is_bounded(attr, ctx) or not _on_self(call) \
+                        or not _per_step(a, ctx, attr, call) or _finite_run(a, ctx.cls):
+                    continue
+                if a.taint.carries_graph(call.args[-1], ctx) if call.args else False:
+                    continue  # TL102 reports it, with the sharper message
+                if _fragment_self(a, call.func) or \
+                        attr_kind(a, ctx.cls, attr, call.func.attr) == "list":  # type: ignore[attr-defined]
                     yield Finding(call, f"`self.{attr}` grows by one entry every step and "
                                         f"is never trimmed; use `collections.deque(maxlen=N)` "
                                         f"or clear it at epoch end")
@@ -156,13 +232,48 @@ def _on_self(call: ast.Call) -> bool:
     return isinstance(value, ast.Attribute) and dotted(value.value) == "self"
 
 
-def _per_step(a: Analysis, ctx: Ctx, attr: str) -> bool:
+def _finite_run(a: Analysis, cls: ast.ClassDef | None) -> bool:
+    """A callback that stops training itself (``trainer.should_stop = True``, as a
+    learning-rate finder does) records a run of its own, finite length."""
+    if cls is None:
+        return False
+    stopping = a.index.cache.get("stopping_classes")
+    if not isinstance(stopping, set):
+        stopping = {id(ctx.cls) for n, ctx in a.index.assigns
+                    if isinstance(n, ast.Assign) and is_const(n.value, True)
+                    and any(isinstance(t, ast.Attribute) and t.attr in _STOP_FLAGS
+                            for t in n.targets)}
+        a.index.cache["stopping_classes"] = stopping
+    return id(cls) in stopping
+
+
+def _has_modulo(test: ast.AST) -> bool:
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mod) for n in ast.walk(test))
+
+
+def _periodic(ctx: Ctx, call: ast.Call) -> bool:
+    """Under ``if step % N == 0``, or after ``if step % N: return``: every N steps."""
+    if any(isinstance(node, ast.If) and _has_modulo(node.test) for node in ctx.ifs):
+        return True
+    body = ctx.loops[-1].body if ctx.loops else getattr(ctx.func, "body", [])
+    for stmt in body:
+        if stmt.lineno >= call.lineno:
+            break
+        if isinstance(stmt, ast.If) and _has_modulo(stmt.test) and stmt.body \
+                and isinstance(stmt.body[-1], (ast.Return, ast.Continue)):
+            return True
+    return False
+
+
+def _per_step(a: Analysis, ctx: Ctx, attr: str, call: ast.Call) -> bool:
+    if _periodic(ctx, call):
+        return False
     for loop in reversed(ctx.loops):
         if a.index.is_step_loop(loop):
             return a.index.is_batch_loop(loop)
     if ctx.loops:
         return False
-    if is_step_function(ctx.func) and not is_epoch_function(ctx.func):
+    if runs_per_step(a.index, ctx.func):
         return True
     # An excerpt at module level: only a name that says "history" is enough.
     return (ctx.func is None and a.index.is_undefined("self")

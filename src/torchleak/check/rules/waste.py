@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from torchleak.check.astutil import dotted, last_name, names_in, walk_local
 from torchleak.check.context import Ctx
 from torchleak.check.rules.base import Analysis, Finding, Rule
-from torchleak.check.steps import is_step_function
+from torchleak.check.steps import is_model_function, is_step_function
 
 
 def batch_level(a: Analysis, ctx: Ctx) -> bool:
@@ -16,8 +16,7 @@ def batch_level(a: Analysis, ctx: Ctx) -> bool:
     loop = a.index.innermost_step_loop(ctx)
     if loop is not None:
         return a.index.is_batch_loop(loop)
-    return not ctx.loops and is_step_function(ctx.func) and ctx.func is not None \
-        and ctx.func.name != "forward"
+    return not ctx.loops and is_step_function(ctx.func) and not is_model_function(ctx.func)
 
 
 def _unconditional(a: Analysis, ctx: Ctx) -> bool:
@@ -32,6 +31,37 @@ def _unconditional(a: Analysis, ctx: Ctx) -> bool:
 
 
 class EmptyCachePerStep(Rule):
+    """## What it does
+    Finds `torch.cuda.empty_cache()` running unconditionally every batch (an
+    `if torch.cuda.is_available():` guard still counts as every batch).
+
+    ## Why is this bad?
+    It frees nothing that is still referenced and makes the next step pay for `cudaMalloc`
+    again: slower training, no memory saved.
+
+    Not reported: every-N-steps guards, OOM `except` handlers, per-epoch calls, calls placed
+    between the phases of one step on purpose (several per step, or right after `del`, as
+    when a colocated inference engine shares the GPU).
+
+    ## Example
+    ```python
+    for batch in loader:
+        loss = model(batch); loss.backward(); optimizer.step()
+        torch.cuda.empty_cache()
+    ```
+
+    Use instead:
+    ```python
+    for step, batch in enumerate(loader):
+        ...
+        if step % 500 == 0:
+            torch.cuda.empty_cache()
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL302"
     name = "empty-cache-per-step"
     summary = "`torch.cuda.empty_cache()` is called unconditionally every step."
@@ -39,17 +69,62 @@ class EmptyCachePerStep(Rule):
     def check(self, a: Analysis) -> Iterator[Finding]:
         for call, ctx in a.index.calls:
             if dotted(call.func).endswith("cuda.empty_cache") and batch_level(a, ctx) \
-                    and _unconditional(a, ctx):
+                    and _unconditional(a, ctx) and not _between_phases(a, ctx, call):
                 yield Finding(call, "`torch.cuda.empty_cache()` every step frees nothing "
                                     "that is still referenced and forces slow cudaMalloc "
                                     "calls on the next step; remove it, or call it every "
                                     "N steps or after evaluation")
 
 
+def _between_phases(a: Analysis, ctx: Ctx, call: ast.Call) -> bool:
+    """Several calls in one step, or one right after ``del``: memory handed back between
+    the phases of a step on purpose (to a colocated inference engine, say)."""
+    calls = [c for c, _ in a.index.calls_in(ctx.func)
+             if dotted(c.func).endswith("cuda.empty_cache")]
+    if len(calls) > 1:
+        return True
+    stmt = next((s for s in a.index.stmt_ctx if getattr(s, "value", None) is call), None)
+    block = a.index.block_of(stmt) if stmt is not None else None
+    if not block:
+        return False
+    at = block.index(stmt)
+    return at > 0 and isinstance(block[at - 1], ast.Delete)
+
+
 _HEAVY_EXACT = {"SummaryWriter", "GradScaler"}
 
 
 class ObjectConstructedPerStep(Rule):
+    """## What it does
+    Finds a loss module (`nn.CrossEntropyLoss()`), an optimizer or a `GradScaler` constructed
+    in every batch, or a `SummaryWriter` (which starts a writer thread and a file) in every
+    epoch.
+
+    ## Why is this bad?
+    The object is rebuilt every time: wasted time and allocations, and for a writer a thread
+    and an open file per epoch.
+
+    Not reported: constructions whose arguments change every step (per-batch class weights),
+    losses built inside a model's `forward` or a `compute_loss` override.
+
+    ## Example
+    ```python
+    for x, y in loader:
+        criterion = nn.CrossEntropyLoss()
+        loss = criterion(model(x), y)
+    ```
+
+    Use instead:
+    ```python
+    criterion = nn.CrossEntropyLoss()
+    for x, y in loader:
+        loss = criterion(model(x), y)
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL303"
     name = "object-constructed-per-step"
     summary = "A loss module, optimizer or writer is constructed inside the training loop."
@@ -96,6 +171,28 @@ class ObjectConstructedPerStep(Rule):
 
 
 class DefaultTensorTypeCuda(Rule):
+    """## What it does
+    Finds `torch.set_default_tensor_type('torch.cuda.FloatTensor')` or
+    `torch.set_default_device("cuda")`.
+
+    ## Why is this bad?
+    Every new tensor, also inside DataLoader workers, lands on the GPU, so each worker
+    creates its own CUDA context (hundreds of MiB each).
+
+    ## Example
+    ```python
+    torch.set_default_tensor_type('torch.cuda.FloatTensor')
+    ```
+
+    Use instead:
+    ```python
+    x = torch.zeros(3, device=device)   # pass devices explicitly
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL304"
     name = "default-device-cuda"
     summary = "The default tensor type or device is set to CUDA globally."

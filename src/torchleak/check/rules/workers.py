@@ -32,6 +32,38 @@ def _workers_used(a: Analysis) -> bool:
 
 
 class DatasetPythonContainers(Rule):
+    """## What it does
+    Finds a `Dataset` whose `__init__` builds a Python list/dict (`json.load`, list
+    comprehensions, `os.listdir`) that `__getitem__` reads, in a file that creates a
+    `DataLoader` with `num_workers` not 0.
+
+    ## Why is this bad?
+    Reference-count updates in each worker touch the objects' pages, so each worker copies
+    them ("copy-on-read") and worker memory grows through the epoch. Off by default: turn it
+    on with `--extend-select TL4`.
+
+    ## Example
+    ```python
+    class Captions(Dataset):
+        def __init__(self, path):
+            self.records = json.load(open(path))
+        def __getitem__(self, i):
+            return self.records[i]
+    ```
+
+    Use instead:
+    ```python
+    class Captions(Dataset):
+        def __init__(self, path):
+            self.records = np.array([json.dumps(r) for r in json.load(open(path))])
+        def __getitem__(self, i):
+            return json.loads(self.records[i])
+    ```
+
+    ## Fix safety
+    No fix.
+    """
+
     code = "TL402"
     name = "dataset-python-containers"
     summary = ("A Dataset keeps big Python lists/dicts that DataLoader workers copy on "
