@@ -18,6 +18,7 @@ class Advice:
     pattern: Pattern
 
 
+THREAD_ADVICE = "thread_state"  # a holder in another thread's frame
 _ADVICE: dict[str, Advice] = {
     K.AUTOGRAD_GRAPH: Advice(
         "accumulate a number, not a tensor: `{name} += loss.item()` (or keep "
@@ -44,6 +45,11 @@ _ADVICE: dict[str, Advice] = {
         "flush `{name}` (to disk or your logger) and reset it, or keep only its tail "
         "(`{name} = {name}[-limit:]`)",
         pattern("growing-buffer")),
+    THREAD_ADVICE: Advice(
+        "the thread keeps `{name}` until a condition that may never come: flush it on a timer "
+        "as well as on size, bound what it receives (`queue.Queue(maxsize=N)`), and drain and "
+        "`join()` the thread when training ends",
+        pattern("thread-state")),
     K.METRIC_STATE: Advice(
         "call `.reset()` on the metric after `.compute()` every epoch (`{name}` grows by "
         "one batch per update)",

@@ -47,8 +47,12 @@ def classify(data: RunData, growth: float, first: float, last: float) -> Cause:
     kept_free = slope_in(data.heap.get("malloc_free"), first, last)
     in_use = slope_in(data.heap.get("malloc_in_use"), first, last)
     blocks = slope_in(data.heap.get("py_blocks"), first, last)
-    # The census is sparse (anchors and budget): two samples in the window will do.
-    tensors = slope_in(data.census.get("tensor_bytes"), first, last, min_points=2)
+    # The census is sparse (anchors and budget): two samples in the window will do, else
+    # the run's last two.
+    census = data.census.get("tensor_bytes")
+    tensors = slope_in(census, first, last, min_points=2)
+    if tensors is None and census is not None and len(census.x) >= 2:
+        tensors = slope_in(census, census.x[-2], census.x[-1], min_points=2)
     python = (blocks or 0.0) * BYTES_PER_BLOCK
     evidence = [f"process {format_bytes(growth, signed=True)}/step"]
     if blocks is not None:

@@ -16,7 +16,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchleak.analysis.advice import advice_for
+from torchleak.analysis.advice import THREAD_ADVICE, advice_for
 from torchleak.analysis.series import HolderSeries, RunData
 from torchleak.analysis.sources import find_source
 from torchleak.analysis.stats import theil_sen
@@ -185,6 +185,8 @@ def short_name(holder: HolderSeries) -> str:
 
 
 def _advice_kind(kind: str, holder: HolderSeries) -> str:
+    if holder.holder.startswith("thread:"):
+        return THREAD_ADVICE
     if kind in (K.TENSOR_LIST, K.CONTAINER) and "metric" in holder.holder.lower():
         return K.METRIC_STATE
     if kind == K.TENSOR_GROWTH and holder.kind == "container":

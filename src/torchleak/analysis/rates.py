@@ -14,11 +14,13 @@ from __future__ import annotations
 from collections import defaultdict
 
 from torchleak.analysis.advice import RETENTION_PREFIX, advice_for
-from torchleak.analysis.causes import classify, slope_in
+from torchleak.analysis.causes import classify
+from torchleak.analysis.stats import mann_kendall_z, theil_sen, troughs
 from torchleak.analysis.holders import HolderFinding
 from torchleak.analysis.oom import project
 from torchleak.analysis.series import RunData
-from torchleak.analysis.signals import Judged
+from torchleak.analysis.signals import WINDOWS, Judged
+from torchleak.analysis.trend import MIN_POINTS, Z_GROWING
 from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, warmup_steps
 from torchleak.report import Finding
 from torchleak.units import format_bytes
@@ -30,14 +32,24 @@ FASTER = 3.0  # the process grows this many times faster than its holders: say w
 
 def measured_slope(data: RunData, judged: dict[str, Judged], signal: str,
                    since: float) -> float | None:
-    """The signal's growth per step from ``since`` on, when the signal grows at all."""
+    """The signal's growth per step while the holders grow (from ``since`` on).
+
+    A holder known to grow without bound makes the process's growth in the same window
+    its to explain, even when the signal alone would not pass as a leak (an allocator's
+    staircase looks like plateaus): a monotone trend of the window's troughs is enough."""
     j = judged.get(signal)
-    if j is None or not j.trend.growing:
+    if j is None:
         return None
     start = max(since, warmup_steps(data.steps))
-    window = slope_in(j.series, start, float(data.steps))
+    pts = [(x, y) for x, y in zip(j.series.x, j.series.y) if x >= start]
+    if len(pts) < MIN_POINTS:
+        return j.trend.slope if j.trend.growing else None
+    tx, ty = troughs([p[0] for p in pts], [p[1] for p in pts], WINDOWS)
+    if len(tx) < 3 or mann_kendall_z(ty) < Z_GROWING:
+        return j.trend.slope if j.trend.growing else None
+    window = theil_sen(tx, ty)
     # A late onset: the growth window's own slope; else the judged (trough) slope.
-    return window if window is not None and window > j.trend.slope else j.trend.slope
+    return max(window, j.trend.slope if j.trend.growing else 0.0) or None
 
 
 def assign_rates(data: RunData, judged: dict[str, Judged], holders: list[HolderFinding],

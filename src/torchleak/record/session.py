@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from torchleak.record.metadata import torch_metadata
+from torchleak.record.probes.heap import HeapProbe
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
 from torchleak.record.schedule import ALL_ANCHORS, Scheduler
 from torchleak.record.steps import StepClock
@@ -56,6 +57,7 @@ class Recorder:
         self.phase = "train"
         self.torch_attached = False
         self._main = MainMemoryProbe()
+        self._heap = HeapProbe()
         self._sampler = ChildSampler(self._emit_process, lambda: self.step,
                                      emit_heap=self._emit_heap)
         self._walker: HolderWalker | None = None
@@ -252,6 +254,8 @@ class Recorder:
         rows = [_holder_row(step, s) for s in samples]
         rows += [_holder_row(step, s) for s in self._walker.native]
         self._add_rows("holders", rows)
+        # The heap's split at the same step: fast loops outrun the background sampler.
+        self._emit_heap(step, time.time(), self._heap.sample())
         seconds = time.perf_counter() - start
         self.scheduler.ran("holders", step, seconds)
         self._add_rows("holder_walks", [(step, "full", reason, seconds * 1000, len(samples))])
