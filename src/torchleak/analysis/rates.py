@@ -28,6 +28,9 @@ from torchleak.vocab import FindingKind as K
 from torchleak.vocab import Severity
 
 FASTER = 3.0  # the process grows this many times faster than its holders: say why
+# Process memory moves in pages and allocator arenas: growth below this over the window is
+# not measured, and the holder's own size is the rate (marked as such).
+RESOLUTION = 1024 * 1024
 
 
 def measured_slope(data: RunData, judged: dict[str, Judged], signal: str,
@@ -48,6 +51,8 @@ def measured_slope(data: RunData, judged: dict[str, Judged], signal: str,
     if len(tx) < 3 or mann_kendall_z(ty) < Z_GROWING:
         return j.trend.slope if j.trend.growing else None
     window = theil_sen(tx, ty)
+    if window * (tx[-1] - tx[0]) < RESOLUTION:
+        return j.trend.slope if j.trend.growing else None  # below what USS can resolve
     # A late onset: the growth window's own slope; else the judged (trough) slope.
     return max(window, j.trend.slope if j.trend.growing else 0.0) or None
 
