@@ -26,6 +26,10 @@ from torchleak.trace.writer import TraceWriter
 
 MIN_INTERVAL = 2.0
 SHARE = 0.003
+TICK = 0.1  # how often the detector looks at the step count (a few microseconds each)
+# Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
+# warned about while it is still early, not two seconds (thousands of steps) later.
+EARLY_STEPS = (16, 32, 64, 128, 256, 512)
 
 Listener = Callable[[Report, list[Finding]], None]  # (live report, newly fired findings)
 
@@ -36,7 +40,8 @@ def finding_key(finding: Finding) -> str:
 
 class LiveDetector:
     def __init__(self, trace: Path, writer: TraceWriter, listener: Listener | None = None,
-                 min_interval: float = MIN_INTERVAL) -> None:
+                 min_interval: float = MIN_INTERVAL,
+                 current_step: Callable[[], int] = lambda: 0) -> None:
         self._trace = trace
         self._writer = writer
         self._listener = listener
@@ -46,6 +51,7 @@ class LiveDetector:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="torchleak-detector",
                                         daemon=True)
+        self._current_step = current_step
         self.first_fired: dict[str, int] = {}
         self.latest: Report | None = None
         self.failed: str | None = None
@@ -62,13 +68,20 @@ class LiveDetector:
             self._conn = None
 
     def _loop(self) -> None:
-        wait = self._min_interval
-        while not self._stop.wait(wait):
+        due = time.monotonic() + self._min_interval
+        early = list(EARLY_STEPS)
+        while not self._stop.wait(TICK):
+            step = self._current_step()
+            crossed = bool(early) and step >= early[0]
+            while early and step >= early[0]:
+                early.pop(0)
+            if not crossed and time.monotonic() < due:
+                continue
             start = time.monotonic()
             self.run_once()
             if self.failed:
                 return
-            wait = max(self._min_interval, (time.monotonic() - start) / SHARE)
+            due = time.monotonic() + max(self._min_interval, (time.monotonic() - start) / SHARE)
 
     def run_once(self) -> Report | None:
         """One pass; a failure switches the detector off and is recorded, never raised."""
@@ -84,16 +97,20 @@ class LiveDetector:
         if self._conn is None:
             self._conn = sqlite3.connect(readonly_uri(self._trace), uri=True,
                                          check_same_thread=False, timeout=2.0)
+        self._writer.flush()  # see every step up to now, not the last flush's
         data = self._builder.update(self._conn)
         if data.steps == 0:
             return None
         report = build_report(data, replay=False)
+        if any(f.serious and finding_key(f) not in self.first_fired for f in report.findings):
+            # A first detection: its step found as the final report will find it.
+            report = build_report(data, replay=True)
         report.source = "live"
         fired = []
         for finding in report.findings:
             key = finding_key(finding)
             if finding.serious and key not in self.first_fired:
-                self.first_fired[key] = data.steps
+                self.first_fired[key] = finding.detected_at_step or data.steps
                 fired.append(finding)
                 self._writer.add("events", (time.time(), data.steps, "detection",
                                             "live_detector", finding.culprit))

@@ -189,9 +189,10 @@ class Monitor:
                                     "--out DIR on a disk with room)") from None
         self.recorder.start()
         self._cancel_import_wait = when_torch_imported(self.recorder.attach_torch)
-        self._detector = LiveDetector(trace, self.recorder.writer, self._on_live)
-        self._detector.start()
         recorder = self.recorder
+        self._detector = LiveDetector(trace, recorder.writer, self._on_live,
+                                      current_step=lambda: recorder.step)
+        self._detector.start()
         self._guard = Guard(GuardSettings(opts.guard, opts.guard_share, opts.guard_minutes),
                             limit[0], limit[1], recorder, str(self.folder),
                             workers_uss=lambda: recorder.workers_uss,
