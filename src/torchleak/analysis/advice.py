@@ -77,8 +77,8 @@ _ADVICE: dict[str, Advice] = {
         "sequence lengths; this is cached memory, not a leak",
         pattern("cuda-fragmentation")),
     K.ALLOCATOR_RETENTION: Advice(
-        "keep numbers, not tensors: `{name}.append(loss.item())` instead of "
-        "`loss.detach()` (small tensors kept alive pin the allocator's freed pages); or run "
+        "each small tensor kept pins the freed pages around it, so keep numbers rather than "
+        "many small tensors (`.item()` for a scalar, `.tolist()` for a few values), or run "
         "with `torchleak run --safe` (or `MALLOC_MMAP_THRESHOLD_=65536`) so freed buffers "
         "go back to the system",
         pattern("allocator-retention")),
@@ -99,10 +99,10 @@ _ADVICE: dict[str, Advice] = {
 }
 
 RETENTION_PREFIX = {
-    K.ALLOCATOR_RETENTION: "the process grows much faster than `{name}` itself: freed "
-                           "memory stays in the C allocator's heap. ",
-    K.NATIVE_MEMORY: "the process grows much faster than `{name}` itself, outside Python "
-                     "objects and tensors. ",
+    K.ALLOCATOR_RETENTION: "The process grows much faster than `{name}` itself: freed "
+                           "memory stays in the C allocator's heap; ",
+    K.NATIVE_MEMORY: "The process grows much faster than `{name}` itself, outside Python "
+                     "objects and tensors; ",
 }
 
 

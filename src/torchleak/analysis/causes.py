@@ -19,6 +19,7 @@ from torchleak.units import format_bytes, format_count
 from torchleak.vocab import FindingKind as K
 
 EXPLAINS = 0.5  # a component explains the growth when it grows at least this share of it
+RETAINED = 0.35  # freed-but-kept bytes this share of the growth (and the largest part)
 FLAT = 0.15  # ... and a component is flat when it grows less than this share of it
 BYTES_PER_BLOCK = 64  # a Python object's typical size, to weigh object counts as bytes
 
@@ -66,8 +67,11 @@ def classify(data: RunData, growth: float, first: float, last: float) -> Cause:
     line = ", ".join(evidence)
     objects_flat = (blocks is not None and tensors is not None and python < FLAT * growth
                     and tensors < FLAT * growth)
-    if kept_free is not None and kept_free >= EXPLAINS * growth:
+    free, used = kept_free or 0.0, in_use or 0.0
+    if kept_free is not None and free >= RETAINED * growth and free >= used:
         return Cause(K.ALLOCATOR_RETENTION, [line])
-    if objects_flat and (in_use is None or in_use >= EXPLAINS * growth or kept_free is not None):
+    if objects_flat and (in_use is None or used >= EXPLAINS * growth
+                         or free + used < FLAT * growth):
+        # Handed out by malloc to code outside Python, or outside malloc altogether.
         return Cause(K.NATIVE_MEMORY, [line])
     return Cause(None, [line])

@@ -119,7 +119,9 @@ def _explain_excess(data: RunData, group: list[HolderFinding], measured: float,
         finding.cause = cause.kind
         name = finding.holder_path.split(".")[-1] if finding.holder_path else "it"
         advice = advice_for(cause.kind, name, str(data.meta.get("script") or "SCRIPT"))
-        finding.fix = RETENTION_PREFIX[cause.kind].replace("{name}", name) + advice.fix
+        # The holder's own fix first (it stops what it keeps), then what stops the rest.
+        finding.fix = (f"{finding.fix.rstrip('.')}. "
+                       + RETENTION_PREFIX[cause.kind].replace("{name}", name) + advice.fix)
         finding.pattern, finding.pattern_title = advice.pattern.anchor, advice.pattern.title
         if finding.severity == Severity.LOW:
             finding.severity = Severity.MEDIUM.value
