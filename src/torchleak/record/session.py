@@ -39,6 +39,9 @@ if TYPE_CHECKING:
     from torchleak.record.probes.holders import HolderSample, HolderWalker
 
 MAX_SUSPECTS = 24
+# Whether the program has initialised CUDA is asked every this many steps until it has
+# (the question costs ~15 us: too dear for every step of a CPU run).
+CUDA_CHECK_EVERY = 64
 MAX_REMEMBERED_SIZES = 4096
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
@@ -62,6 +65,7 @@ class Recorder:
                                      emit_heap=self._emit_heap)
         self._walker: HolderWalker | None = None
         self._cuda: Any = None
+        self._cuda_live = False
         self._modes: Any = None
         self._hook: Any = None
         self._disabled: set[str] = set()
@@ -146,6 +150,12 @@ class Recorder:
         # DataLoader workers inherit us: they must never record into the parent's trace.
         self._in_child = True
 
+    def _cuda_started(self) -> bool:
+        from torchleak.record.probes.cuda import cuda_in_use
+
+        self._cuda_live = "cuda" not in self._disabled and cuda_in_use()
+        return self._cuda_live
+
     def _writer_fault(self, reason: str) -> None:
         self._disabled.add("trace")
         if self._on_fault is not None:
@@ -212,7 +222,8 @@ class Recorder:
         self.step += 1
         step = self.step
         rss, uss = self._main.read()
-        if self._cuda is not None and "cuda" not in self._disabled:
+        if self._cuda_live or (self._cuda is not None and step % CUDA_CHECK_EVERY == 1
+                               and self._cuda_started()):
             self._safely("cuda", lambda: self._add_rows("cuda_samples", self._cuda.sample(step)))
         # One comparison on most steps: the scheduler knows when anything can next run.
         if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
@@ -338,6 +349,8 @@ class Recorder:
             self._disable(probe, err)
 
     def _disable(self, probe: str, err: BaseException) -> None:
+        if probe == "cuda":
+            self._cuda_live = False
         if probe not in self._disabled:
             self._disabled.add(probe)
             self.event("probe_disabled", probe, f"{type(err).__name__}: {err}")
