@@ -47,6 +47,12 @@ def _fake_cuda(monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
     monkeypatch.setattr(torch.cuda, "memory_stats", fake.memory_stats)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (70_000 * MB, 80_000 * MB))
 
+    class Props:
+        name = "Fake H100"
+        total_memory = 80_000 * MB
+
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props())
+
 
 class FakeAllocator:
     """Answers torch.cuda's allocator queries like one device whose memory grows 1 MiB a call."""
@@ -130,3 +136,46 @@ def test_growing_cuda_allocation_is_judged_against_the_gpu_total(
     assert cuda[0].bytes_per_step == pytest.approx(MB, rel=0.05)
     assert cuda[0].oom is not None and cuda[0].oom.limit_name == "cuda:0 total"
     assert cuda[0].oom.steps_to_oom == pytest.approx((80_000 - 220) * MB / MB, rel=0.05)
+
+
+class FakeHistory:
+    """torch.cuda.memory's history functions: what was asked, and a pickle like PyTorch's."""
+
+    def __init__(self) -> None:
+        self.calls: list[object] = []
+
+    def _record_memory_history(self, enabled: object = "all", **kwargs: object) -> None:
+        self.calls.append(("record", enabled, kwargs.get("max_entries")))
+
+    def _dump_snapshot(self, filename: str) -> None:
+        import pickle
+
+        self.calls.append(("dump", filename))
+        with open(filename, "wb") as handle:
+            pickle.dump({"segments": [], "device_traces": [[]]}, handle)
+
+
+def test_a_cuda_finding_records_the_allocator_history_into_the_run_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    import torch.cuda.memory
+
+    fake, history = FakeAllocator(), FakeHistory()
+    _fake_cuda(monkeypatch, fake)
+    monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", history._record_memory_history)
+    monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", history._dump_snapshot)
+    monitor = Monitor(MonitorOptions(out=tmp_path, name="cuda-history", quiet=True))
+    monitor.start()
+    try:
+        _train(400)  # 1 MiB more allocated every step: the live detector calls it
+    finally:
+        monitor.stop("finished", 0, analyse=False)
+    starts = [c for c in history.calls if c[0] == "record" and c[1] == "all"]
+    assert starts and starts[0][2] is not None  # bounded: never an unlimited history
+    snapshot = tmp_path / "cuda_snapshot.pickle"
+    assert ("dump", str(snapshot)) in history.calls and ("record", None, None) in history.calls
+    assert pickle.loads(snapshot.read_bytes())["segments"] == []
+    conn = sqlite3.connect(tmp_path / "trace.sqlite")
+    value = conn.execute("SELECT value FROM meta WHERE key = 'cuda_snapshot'").fetchone()
+    assert value is not None and "cuda_snapshot.pickle" in value[0]

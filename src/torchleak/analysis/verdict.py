@@ -21,7 +21,7 @@ MIN_STEPS = 20  # fewer steps cannot separate warm-up from growth
 _RUN_KEYS = ("name", "script", "argv", "status", "exit_code", "start_time", "end_time", "pid",
              "hostname", "python", "torch", "platform", "devices", "ram_total", "swap_total",
              "cgroup_limit", "gpu_totals", "budget_pct", "torchleak_version", "rank",
-             "world_size")
+             "world_size", "cuda_snapshot")
 
 
 def build_report(data: RunData, replay: bool = True) -> Report:

@@ -260,6 +260,9 @@ class Monitor:
 
     # live events -------------------------------------------------------------------------
     def _on_live(self, report: Report, fired: list[Finding]) -> None:
+        if self.recorder is not None and any(f.signal.startswith("cuda") for f in fired):
+            # The allocator's own history from now on: saved at the guard or later.
+            self.recorder.request(lambda frame: self.recorder.start_cuda_history())  # type: ignore[union-attr]
         for finding in fired:
             for callback in leak_callbacks():
                 try:

@@ -66,6 +66,7 @@ class Recorder:
         self._walker: HolderWalker | None = None
         self._cuda: Any = None
         self._cuda_live = False
+        self.cuda_history: Any = None  # CudaHistory, once torch is in
         self._modes: Any = None
         self._hook: Any = None
         self._disabled: set[str] = set()
@@ -101,11 +102,13 @@ class Recorder:
 
         from torchleak.record.phases import ModeWatcher
         from torchleak.record.probes.cuda import CudaProbe
+        from torchleak.record.probes.cuda_history import CudaHistory
         from torchleak.record.probes.holders import HolderWalker
 
         self.torch_attached = True
         self._walker = HolderWalker()
         self._cuda = CudaProbe()
+        self.cuda_history = CudaHistory(self.writer.path.parent)
         self._modes = ModeWatcher(self.mark)
         self._modes.install()
         is_compiling = torch.compiler.is_compiling
@@ -131,6 +134,8 @@ class Recorder:
         if self.step > 0 and self._walker is not None:
             # Module globals and registries outlive the script; its locals do not.
             self._safely("holders", lambda: self._run_holders(self.step, None, "end"))
+        if self.cuda_history is not None and self.cuda_history.recording:
+            self._safely("cuda_history", self.save_cuda_history)
         if self._sampler.error is not None:
             self.event("probe_disabled", "process_sampler", self._sampler.error)
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
@@ -154,6 +159,11 @@ class Recorder:
         from torchleak.record.probes.cuda import cuda_in_use
 
         self._cuda_live = "cuda" not in self._disabled and cuda_in_use()
+        if self._cuda_live:
+            from torchleak.record.probes.cuda import device_names
+
+            self._safely("cuda_devices",
+                         lambda: self.writer.set_meta("gpu_totals", device_names()))
         return self._cuda_live
 
     def _writer_fault(self, reason: str) -> None:
@@ -175,10 +185,26 @@ class Recorder:
                 self.event("request_failed", "recorder", f"{type(err).__name__}: {err}")
 
     def snapshot(self, frame: FrameType | None, reason: str) -> None:
-        """A full holder walk and census now (on the training thread)."""
+        """A full holder walk and census now (and the CUDA allocator's history when the
+        program uses CUDA), on the training thread."""
         if self._walker is not None:
             self._safely("holders", lambda: self._run_holders(self.step, frame, reason))
             self._safely("census", lambda: self._run_census(self.step, reason))
+        if self._cuda_live:
+            self._safely("cuda_history", self.save_cuda_history)
+
+    def start_cuda_history(self) -> None:
+        """Record the CUDA allocator's history from now on (a CUDA finding was called)."""
+        if self._cuda_live and self.cuda_history is not None and "cuda_history" not in self._disabled:
+            self._safely("cuda_history", lambda: self.cuda_history.start(self.step))
+
+    def save_cuda_history(self) -> None:
+        if self.cuda_history is None or not self.cuda_history.recording:
+            return
+        path = self.cuda_history.save()
+        if path is not None:
+            self.writer.set_meta("cuda_snapshot", str(path))
+            self.event("cuda_snapshot", "cuda", f"allocator history saved to {path}")
 
     def walk_now(self, frame: FrameType | None) -> list[HolderSample]:
         """A holder walk whose samples are returned (and recorded): attach --walk, cleanup."""
@@ -225,6 +251,8 @@ class Recorder:
         if self._cuda_live or (self._cuda is not None and step % CUDA_CHECK_EVERY == 1
                                and self._cuda_started()):
             self._safely("cuda", lambda: self._add_rows("cuda_samples", self._cuda.sample(step)))
+            if self.cuda_history.due(step):
+                self._safely("cuda_history", self.save_cuda_history)
         # One comparison on most steps: the scheduler knows when anything can next run.
         if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
                                          or start >= self.scheduler.next_due):

@@ -144,6 +144,9 @@ def metadata_rows(report: Report) -> list[tuple[str, str]]:
     for change in report.safe:
         rows.append(("--safe", f"{change.get('setting')}={change.get('value')} "
                                f"(was {change.get('was')})"))
+    if run.get("cuda_snapshot"):
+        rows.append(("CUDA allocator history", f"{run['cuda_snapshot']} (open it at "
+                                               "pytorch.org/memory_viz)"))
     rows.append(("analysis", report.source))
     if run.get("trace"):
         rows.append(("trace", str(run["trace"])))
