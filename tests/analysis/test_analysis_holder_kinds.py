@@ -95,6 +95,36 @@ def global_hooks(remove: bool) -> None:
         torch.nn.modules.module._global_forward_hooks.clear()
 
 
+# 4. The interpreter's registries, filled once per step --------------------------------
+def registries_every_step() -> None:
+    import atexit
+    import logging
+    import weakref
+
+    logger = logging.getLogger("torchleak-test-registries")
+    added: list[Callable[[], None]] = []
+
+    class Batch:
+        pass
+
+    def on_step(step: int, loss: torch.Tensor) -> None:
+        def flush_at_exit(value: float = loss.item()) -> None:
+            print(value)
+
+        atexit.register(flush_at_exit)
+        added.append(flush_at_exit)
+        logger.addHandler(logging.NullHandler())
+        batch = Batch()
+        weakref.finalize(batch, print, "batch done")
+        KEEP.append(batch)
+
+    _train(on_step)
+    CLEANUP.extend([lambda: [atexit.unregister(fn) for fn in added], logger.handlers.clear,
+                    KEEP.clear])
+
+
+KEEP: list[object] = []
+CLEANUP: list[Callable[[], object]] = []  # run once the run is recorded (its end included)
 SCENARIOS: dict[str, Callable[[], None]] = {
     "thread_keeps_pending": lambda: flusher(10**9),
     "thread_flushes": lambda: flusher(8),
@@ -102,6 +132,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "bytearray_bounded": lambda: growing_buffer(True),
     "global_hook_per_step": lambda: global_hooks(False),
     "global_hook_removed": lambda: global_hooks(True),
+    "registries_every_step": registries_every_step,
 }
 _recorded: dict[str, Recorded] = {}
 
@@ -111,8 +142,12 @@ def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFa
              ) -> Recorded:
     name = request.param
     if name not in _recorded:
-        _recorded[name] = record_loop(SCENARIOS[name], tmp_path_factory.mktemp(name), name,
-                                      SCRIPT)
+        try:
+            _recorded[name] = record_loop(SCENARIOS[name], tmp_path_factory.mktemp(name), name,
+                                          SCRIPT)
+        finally:
+            while CLEANUP:
+                CLEANUP.pop()()
     return _recorded[name]
 
 
@@ -133,6 +168,12 @@ def test_a_global_hook_registry_is_named(scenario: Recorded) -> None:
     finding = assert_leak(scenario, "global module hooks", kind="hooks")
     assert finding.objects_per_step == pytest.approx(1.0, rel=0.3)
     assert "remove()" in finding.fix
+
+
+@pytest.mark.parametrize("scenario", ["registries_every_step"], indirect=True)
+def test_the_interpreters_registries_are_named(scenario: Recorded) -> None:
+    for name in ("atexit callbacks", "logging handlers", "weakref.finalize"):
+        assert_leak(scenario, name)
 
 
 @pytest.mark.parametrize("scenario", ["thread_flushes", "bytearray_bounded",
