@@ -339,7 +339,7 @@ class Recorder:
         blocks = sys.getallocatedblocks()
         # Every fourth census (and any asked for) counts objects by type too.
         result = take_census(with_types=reason != "schedule" and reason != "anchor"
-                             or self.scheduler.costs["census"].runs % 4 == 0)
+                             or self.scheduler.costs["census"].runs % 4 == 3)
         seconds = time.perf_counter() - start
         # The best rate seen: a census slowed by a busy machine must not cancel the next.
         rate = seconds / max(1, blocks)

@@ -57,7 +57,11 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
         seen[id(node)] = node
         if with_saved:
             for name in _saved_attrs(node):
-                _add_saved(node, name, stats.saved)
+                if not _add_saved(node, name, stats.saved):
+                    # Freed by backward(): the whole graph's saved tensors went together,
+                    # and asking each node again costs an exception apiece.
+                    with_saved = False
+                    break
         for child, _ in getattr(node, "next_functions", ()):
             if child is not None:
                 stack.append(child)
@@ -65,11 +69,12 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
     return stats
 
 
-def _add_saved(node: Any, name: str, saved: dict[int, int]) -> None:
+def _add_saved(node: Any, name: str, saved: dict[int, int]) -> bool:
+    """Add one saved value's storages; False when backward() has freed them."""
     try:
         value = getattr(node, name)
     except Exception:  # noqa: BLE001 - freed after backward ("graph a second time")
-        return
+        return False
     for v in value if isinstance(value, tuple) else (value,):
         if not isinstance(v, torch.Tensor) or (v.is_leaf and v.requires_grad):
             continue
@@ -78,3 +83,4 @@ def _add_saved(node: Any, name: str, saved: dict[int, int]) -> None:
             saved.setdefault(storage.data_ptr(), storage.nbytes())
         except Exception:  # noqa: BLE001 - meta/sparse tensors
             continue
+    return True
