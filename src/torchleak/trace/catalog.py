@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from torchleak.errors import InputNotFound, TorchleakError
-from torchleak.trace.reader import open_trace, read_meta, writer_alive
+from torchleak.trace.reader import open_trace, pid_alive, read_meta, writer_alive
 from torchleak.trace.schema import TRACE_FILENAME
 from torchleak.vocab import RunStatus
 
@@ -101,13 +101,7 @@ def _alive(meta: dict[str, Any], trace: Path) -> bool:
     host = meta.get("hostname")
     if not isinstance(pid, int) or pid <= 0 or (host and host != _hostname()):
         return True  # cannot tell: trust the trace
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _hostname() -> str:

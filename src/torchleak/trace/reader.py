@@ -206,6 +206,11 @@ def _pid_alive(path: Path) -> bool:
         pid = int(json.loads(row[0])) if row else 0
     except (sqlite3.DatabaseError, ValueError, TypeError, RecursionError):
         return False
+    return pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid exists on this machine."""
     if pid <= 0:
         return False
     try:

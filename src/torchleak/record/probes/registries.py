@@ -34,21 +34,19 @@ def _table(module: Any, name: str) -> list[Any]:
     return [h for h in dict.values(table) if not _ours(h)]
 
 
+_TORCH_TABLES = (("torch.nn.modules.module", _MODULE_HOOKS, "torch global module hooks"),
+                 ("torch.optim.optimizer", _OPTIMIZER_HOOKS, "torch global optimizer hooks"))
+
+
 def registry_samples() -> Iterator[HolderSample]:
-    module_mod = sys.modules.get("torch.nn.modules.module")
-    for name in _MODULE_HOOKS:
-        hooks = _table(module_mod, name)
-        if hooks:
-            sample = hooks_sample(f"torch.nn.modules.module.{name}", hooks, "global")
-            sample.detail["label"] = f"torch global module hooks ({name.lstrip('_')})"
-            yield sample
-    optim_mod = sys.modules.get("torch.optim.optimizer")
-    for name in _OPTIMIZER_HOOKS:
-        hooks = _table(optim_mod, name)
-        if hooks:
-            sample = hooks_sample(f"torch.optim.optimizer.{name}", hooks, "global")
-            sample.detail["label"] = f"torch global optimizer hooks ({name.lstrip('_')})"
-            yield sample
+    for module_name, tables, label in _TORCH_TABLES:
+        module = sys.modules.get(module_name)
+        for name in tables:
+            hooks = _table(module, name)
+            if hooks:
+                sample = hooks_sample(f"{module_name}.{name}", hooks, "global")
+                sample.detail["label"] = f"{label} ({name.lstrip('_')})"
+                yield sample
     yield from _figures()
     yield from _logging_handlers()
     yield from _callbacks()
