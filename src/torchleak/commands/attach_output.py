@@ -19,10 +19,11 @@ from torchleak.views.summary import finding_lines
 from torchleak.views.tabular import format_table
 
 
-def check(reply: dict[str, Any]) -> dict[str, Any]:
-    """The reply of a command that ran; refusals and timeouts become one-line errors."""
+def check(reply: dict[str, Any], ran: bool = False) -> dict[str, Any]:
+    """The reply of a command that succeeded (``ran``: or at least ran, like code that
+    raised); refusals, timeouts and failures become one-line errors."""
     state = reply.get("state")
-    if reply.get("ok") or state == "done":
+    if reply.get("ok") or (ran and state == "done"):
         return reply
     error = str(reply.get("error") or f"the run answered {state!r}")
     if state == "refused":
@@ -34,7 +35,7 @@ def check(reply: dict[str, Any]) -> dict[str, Any]:
 
 def show_eval(reply: dict[str, Any]) -> int:
     """stdout, stderr, the value and any traceback, each where Python would put it."""
-    check(reply)
+    check(reply, ran=True)
     if reply.get("stdout"):
         sys.stdout.write(reply["stdout"])
     if reply.get("result") is not None:

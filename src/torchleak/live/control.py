@@ -67,6 +67,7 @@ def start_control(recorder: Recorder, folder: Path, option: bool | None,
     if server is None:
         recorder.event("attach", "server", f"no control socket: {meta.get('reason')}")
     recorder.writer.set_meta("control", meta)
+    recorder.writer.flush()  # attach reads it to explain a missing socket
     return server
 
 
@@ -85,6 +86,7 @@ class ControlServer:
         self._lock = threading.Lock()
         self._sessions: set[socket.socket] = set()
         self._jobs: set[Job] = set()
+        self._answering = 0  # requests read and not yet answered
         self._pid = os.getpid()
         self._count = 0
         self._thread = threading.Thread(target=self._accept_loop, name="torchleak-control",
@@ -111,6 +113,9 @@ class ControlServer:
             jobs, sessions = list(self._jobs), list(self._sessions)
         for job in jobs:
             job.cancel("the run ended first")
+        deadline = time.monotonic() + 1.0
+        while self._answering and time.monotonic() < deadline:
+            time.sleep(0.01)  # let each waiting client hear why its command did not run
         for conn in sessions:
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
@@ -189,16 +194,27 @@ class ControlServer:
         while not self._closing.is_set():
             try:
                 line = reader.readline()
-                if line is None:
+            except (OSError, ProtocolError) as err:  # a line over the limit: hang up
+                _send(conn, {"ok": False, "state": "error", "error": str(err)})
+                return
+            if line is None:
+                return
+            with self._lock:
+                self._answering += 1
+            try:
+                reply = self._answer(line, reader, pid)
+                if reply is None or not _send(conn, reply):
                     return
-                reply = self._handle(decode(line), reader, f"pid {pid}")
-            except ProtocolError as err:
-                self._log("session", f"pid {pid}: bad request: {err}")
-                reply = {"ok": False, "state": "error", "error": str(err)}
-            except OSError:
-                return
-            if reply is None or not _send(conn, reply):
-                return
+            finally:
+                with self._lock:
+                    self._answering -= 1
+
+    def _answer(self, line: bytes, reader: LineReader, pid: int) -> dict[str, Any] | None:
+        try:
+            return self._handle(decode(line), reader, f"pid {pid}")
+        except ProtocolError as err:
+            self._log("session", f"pid {pid}: bad request: {err}")
+            return {"ok": False, "state": "error", "error": str(err)}
 
     # commands --------------------------------------------------------------------------
     def _handle(self, msg: dict[str, Any], reader: LineReader, who: str
@@ -226,6 +242,9 @@ class ControlServer:
             job.cancel("the client went away")  # a no-op once it has run or was cancelled
             with self._lock:
                 self._jobs.discard(job)
+            # Off the training thread: the log line (and a walk's or snapshot's rows) are
+            # in the trace by the time the client has its answer.
+            self._recorder.writer.flush()
 
     def _refuse_op(self, op: Any) -> str | None:
         if op not in OPS:
@@ -273,8 +292,6 @@ class ControlServer:
         if job.state != "done":
             return _cancelled(job)
         result = dict(job.result)
-        if job.op in ("walk", "snapshot"):
-            self._recorder.writer.flush()  # the client reads back what was recorded
         if job.op == "walk" and result.get("ok"):
             result.update(self._live_findings())
         return {"state": "done", **result}
