@@ -21,7 +21,8 @@ import pytest
 from torchleak.commands.attach_client import AttachTarget, Client
 from torchleak.errors import EXIT_NOPERM, EXIT_UNAVAILABLE
 
-from .attachkit import LEAKY, NOBODY, LiveRun, as_other_user, attach, child_env, trace_rows
+from .attachkit import (LEAKY, NOBODY, TORCHLEAK, LiveRun, as_other_user, attach, child_env,
+                        trace_rows)
 
 pytestmark = pytest.mark.slow
 ITEM = 256 * 1024  # what the loop appends to `history` each step
@@ -101,6 +102,60 @@ def test_a_run_is_found_by_its_pid_and_by_its_name(runs: Runs) -> None:
     by_name = attach("run", "--eval", "len(history) > 0", cwd=runs.leaky.folder.parent,
                      env=child_env(TORCHLEAK_RUNS_DIR=str(runs.leaky.folder)))
     assert by_name.returncode == 0 and by_name.stdout == "True\n", by_name.stderr
+
+
+def test_the_prompt_runs_each_statement_and_ctrl_d_leaves(runs: Runs) -> None:
+    typed = b"len(history) > 0\nfor i in range(2):\n    print('line', i)\n\n:walk\n\x04"
+    code, screen = _on_a_terminal([*TORCHLEAK, "attach", str(runs.leaky.out)], typed,
+                                  runs.leaky.folder)
+    assert code == 0, screen
+    assert screen.startswith("attached to leaky (pid ")
+    assert "torchleak>>> " in screen and "torchleak... " in screen
+    assert "True" in screen and "line 0" in screen and "line 1" in screen
+    assert "holders at step" in screen and "leaky.history" in screen
+    history = runs.leaky.folder / "state" / "torchleak" / "attach_history"
+    assert stat.S_IMODE(history.stat().st_mode) == 0o600
+    assert "for i in range(2):" in history.read_text()
+
+
+def _on_a_terminal(argv: list[str], typed: bytes, cwd: Path) -> tuple[int, str]:
+    """Run ``argv`` on a pseudo-terminal, typing each line of ``typed`` at a prompt."""
+    import pty
+    import subprocess
+
+    main_fd, child_fd = pty.openpty()
+    env = child_env(TERM="dumb", XDG_STATE_HOME=str(cwd / "state"))
+    proc = subprocess.Popen(argv, stdin=child_fd, stdout=child_fd, stderr=child_fd, cwd=cwd,
+                            env=env, close_fds=True)
+    os.close(child_fd)
+    screen = b""
+    try:
+        for line in typed.splitlines(keepends=True):
+            screen += _read_until_prompt(main_fd)
+            os.write(main_fd, line)
+        screen += _read_until_prompt(main_fd, closed=True)
+    finally:
+        os.close(main_fd)
+    return proc.wait(timeout=30), screen.decode(errors="replace").replace("\r\n", "\n")
+
+
+def _read_until_prompt(fd: int, closed: bool = False, timeout: float = 20) -> bytes:
+    """What the terminal shows until the next prompt (``closed``: until the end)."""
+    import select
+
+    seen = b""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and (closed or not seen.endswith((b">>> ", b"... "))):
+        if not select.select([fd], [], [], 0.1)[0]:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the child has closed the terminal
+            break
+        if not chunk:
+            break
+        seen += chunk
+    return seen
 
 
 def test_the_socket_is_0600_and_another_user_is_refused(runs: Runs) -> None:

@@ -112,7 +112,7 @@ def cleanup_text(reply: dict[str, Any]) -> str:
 def status_text(hello: dict[str, Any]) -> str:
     rank = f", rank {hello['rank']}" if hello.get("rank") is not None else ""
     mode = "" if hello.get("mode") == "full" else "; eval and cleanup are off in this run"
-    return (f"attached to {hello.get('run')} (pid {hello.get('pid')}{rank}) at step "
+    return (f"{hello.get('run')} (pid {hello.get('pid')}{rank}) at step "
             f"{hello.get('step', 0):,}{mode}")
 
 

@@ -33,7 +33,7 @@ names you assign become globals of the script.
 
 
 def repl(client: Client, timeout: float) -> int:
-    print(status_text(client.hello), file=sys.stderr)
+    print(f"attached to {status_text(client.hello)}", file=sys.stderr)
     print("type :help for help, Ctrl-D to leave", file=sys.stderr)
     with _history():
         while True:
