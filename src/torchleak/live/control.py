@@ -106,7 +106,8 @@ class ControlServer:
             return
         self._closing.set()
         with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
+            if self._wake_w >= 0:
+                os.write(self._wake_w, b"x")
         self._remove_socket()
         atexit.unregister(self._remove_socket)
         with self._lock:
@@ -133,11 +134,14 @@ class ControlServer:
         self._inode = None
 
     def _close_fds(self) -> None:
+        """Once: a closed descriptor's number may belong to someone else's file later."""
         if self._listener is not None:
             self._listener.close()
-        for fd in (self._wake_r, self._wake_w):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        fds, self._wake_r, self._wake_w = (self._wake_r, self._wake_w), -1, -1
+        for fd in fds:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
 
     def forget_in_child(self) -> None:
         """A forked child (a DataLoader worker) must not keep our socket open."""
@@ -149,14 +153,15 @@ class ControlServer:
 
     # connections ---------------------------------------------------------------------
     def _accept_loop(self) -> None:
-        assert self._listener is not None
+        listener, wake = self._listener, self._wake_r
+        assert listener is not None
         while not self._closing.is_set():
             try:
-                ready, _, _ = select.select([self._listener, self._wake_r], [], [])
-                if self._wake_r in ready or self._closing.is_set():
+                ready, _, _ = select.select([listener, wake], [], [])
+                if wake in ready or self._closing.is_set():
                     return
-                conn, _ = self._listener.accept()
-            except OSError:
+                conn, _ = listener.accept()
+            except (OSError, ValueError):  # ValueError: closed under us
                 if self._closing.is_set():
                     return
                 time.sleep(0.1)  # EMFILE and friends: try again, never spin
@@ -166,6 +171,12 @@ class ControlServer:
                              name=f"torchleak-attach-{self._count}").start()
 
     def _session(self, conn: socket.socket) -> None:
+        try:
+            self._serve(conn)
+        except Exception as err:  # noqa: BLE001 - a broken session never reaches the program
+            self._log("session", f"session failed: {type(err).__name__}: {err}")
+
+    def _serve(self, conn: socket.socket) -> None:
         with conn:
             pid, uid = peer_of(conn)
             refusal = self._refusal(uid)

@@ -60,10 +60,17 @@ class Job:
             self.state = RUNNING
         start = time.perf_counter()
         self.waited_ms = (start - self.requested_at) * 1000.0
+        result: dict[str, Any] = {"ok": False, "summary": "interrupted",
+                                  "error": "interrupted (KeyboardInterrupt) on the training "
+                                           "thread"}
         try:
             result = self._action(frame)
         except Exception as err:  # noqa: BLE001 - never into the training loop
             result = {"ok": False, "error": "".join(traceback.format_exception(err))}
+        finally:  # a Ctrl-C of the program's own goes on into it, answered for here
+            self._finish(result, start)
+
+    def _finish(self, result: dict[str, Any], start: float) -> None:
         result.update(step=self._step(), ms=round((time.perf_counter() - start) * 1000, 3),
                       waited_ms=round(self.waited_ms, 3))
         self.result = result
