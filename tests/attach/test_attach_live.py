@@ -158,6 +158,20 @@ def _read_until_prompt(fd: int, closed: bool = False, timeout: float = 20) -> by
     return seen
 
 
+def test_scripts_get_json_and_may_pipe_their_code(runs: Runs) -> None:
+    import json
+    import subprocess
+
+    walked = attach(str(runs.leaky.out), "--walk", "--json", cwd=runs.leaky.folder)
+    reply = json.loads(walked.stdout)
+    assert reply["ok"] and reply["holders"][0]["holder"] == "leaky.history"
+    assert reply["holders"][0]["length"] >= 20 and "findings" in reply
+    piped = subprocess.run([*TORCHLEAK, "attach", str(runs.leaky.out)], input="x = 3\nx * 2\n",
+                           text=True, capture_output=True, timeout=60, env=child_env())
+    assert piped.returncode == 0 and piped.stdout == "6\n", piped.stderr
+    _eval(runs.leaky, "del x")
+
+
 def test_the_socket_is_0600_and_another_user_is_refused(runs: Runs) -> None:
     mode = os.stat(runs.leaky.socket).st_mode
     assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600

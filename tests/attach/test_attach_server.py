@@ -191,3 +191,30 @@ def test_a_cuda_allocator_snapshot_is_written_when_the_program_uses_cuda(
     assert path == str(tmp_path / "cuda-snapshot-step7.pickle")
     with open(path, "rb") as handle:
         assert pickle.load(handle) == segments
+
+
+def test_a_run_folder_too_deep_for_a_socket_address_still_serves(open_folder: Path) -> None:
+    from torchleak.live.engine import Monitor, MonitorOptions
+
+    from .attachkit import LoopThread
+
+    deep = open_folder / ("d" * 60) / ("e" * 60) / "run"
+    assert len(str(deep / "control.sock")) > 108  # longer than sun_path
+    monitor = Monitor(MonitorOptions(out=deep, quiet=True, name="deep")).start()
+    loop = LoopThread().start()
+    try:
+        with _client(monitor) as client:
+            assert client.request("eval", 5, code="2 ** 10")["result"] == "1024"
+        assert stat.S_IMODE(os.stat(deep / "control.sock").st_mode) == 0o600
+    finally:
+        loop.stop()
+        monitor.stop("finished", 0, analyse=False)
+    assert not (deep / "control.sock").exists()
+
+
+def test_a_bad_timeout_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    assert main(["attach", str(tmp_path), "--eval", "1", "--timeout", "0"]) == 64
+    assert capsys.readouterr().err == ("torchleak: error: --timeout must be in (0, 3600] "
+                                       "seconds, got 0.0\n")
+    assert main(["attach", str(tmp_path / "nothing"), "--walk"]) == 66
+    assert "no trace at" in capsys.readouterr().err

@@ -99,8 +99,8 @@ class Job:
         if late:
             text += "; the client had stopped waiting"
         for key in ("result", "stdout", "stderr", "error"):
-            if r.get(key):
-                text += f" | {key}: {r[key].strip()}"
+            if r.get(key):  # one line per event, as the code itself is shown
+                text += f" | {key}: " + r[key].strip().replace("\n", "\\n")
         return truncate(text, MAX_LOGGED)
 
 
