@@ -7,7 +7,7 @@ with ``SO_PEERCRED`` and anyone but the run's own user is refused. It is never a
 address. It is removed when the run ends; a socket left by a killed process answers
 nothing, and ``attach`` says the run is gone.
 
-What it costs: one thread blocked in ``select`` (no wake-ups while nobody is attached)
+What it costs: one thread blocked in ``poll`` (no wake-ups while nobody is attached)
 and nothing on the training thread beyond the recorder's existing request-queue check.
 The server threads never run user code: every command goes to the training thread
 through ``Recorder.request`` (``control_jobs``) and is waited for with a timeout.
@@ -19,7 +19,6 @@ import ast
 import atexit
 import contextlib
 import os
-import select
 import socket
 import threading
 import time
@@ -33,7 +32,8 @@ from torchleak.live.control_jobs import (Job, cleanup_action, eval_action, snaps
                                          walk_action)
 from torchleak.live.control_protocol import (CHANGING_OPS, DEFAULT_TIMEOUT, MAX_TIMEOUT, OPS,
                                              PROTOCOL, SOCKET_NAME, LineReader, ProtocolError,
-                                             control_mode, decode, encode, truncate)
+                                             control_mode, decode, encode, truncate,
+                                             wait_readable)
 from torchleak.live.control_socket import MAX_SESSIONS, listen, peer_of
 
 if TYPE_CHECKING:
@@ -157,8 +157,8 @@ class ControlServer:
         assert listener is not None
         while not self._closing.is_set():
             try:
-                ready, _, _ = select.select([listener, wake], [], [])
-                if wake in ready or self._closing.is_set():
+                if wake in wait_readable([listener.fileno(), wake], None) or (
+                        self._closing.is_set()):
                     return
                 conn, _ = listener.accept()
             except (OSError, ValueError):  # ValueError: closed under us

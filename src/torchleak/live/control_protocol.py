@@ -118,8 +118,18 @@ class LineReader:
 
 
 def _readable(sock: socket.socket, timeout: float) -> bool:
-    ready, _, _ = select.select([sock], [], [], max(0.0, timeout))
-    return bool(ready)
+    return bool(wait_readable([sock.fileno()], timeout))
+
+
+def wait_readable(fds: list[int], timeout: float | None) -> list[int]:
+    """The descriptors of ``fds`` that can be read (or are at their end) within ``timeout``
+    seconds (None: however long it takes). ``poll``: a busy program may hold more than
+    the 1,024 descriptors ``select`` can watch."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    wait_ms = None if timeout is None else max(0, int(timeout * 1000))
+    return [fd for fd, _event in poller.poll(wait_ms)]
 
 
 @contextlib.contextmanager
