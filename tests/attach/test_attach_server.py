@@ -87,6 +87,39 @@ def test_no_boundary_in_time_is_a_timeout_and_the_command_never_runs_later(
     assert any("cancelled, never ran: no step boundary" in e for e in _attach_events(monitor))
 
 
+def test_a_command_that_outlives_its_wait_runs_to_its_end_and_is_logged(served: Any) -> None:
+    monitor, loop = served()
+    with _client(monitor) as client:
+        reply = client.request("eval", 0.2, code="import time\ntime.sleep(0.8)\n'slept'")
+        assert reply["state"] == "running" and "logged in the trace" in reply["error"]
+    loop.wait_steps(2)  # the training thread is back: the eval has ended
+    logged = [e for e in _attach_events(monitor) if "time.sleep(0.8)" in e]
+    assert logged and "-> ok" in logged[0] and "the client had stopped waiting" in logged[0]
+    assert "result: 'slept'" in logged[0]
+
+
+def test_the_client_may_cancel_a_command_that_waits(served: Any, tmp_path: Path) -> None:
+    monitor, loop = served()
+    loop.gate.clear()
+    time.sleep(0.05)
+    marker = tmp_path / "ran"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
+        raw.connect(str(monitor.folder / "control.sock"))
+        reader = raw.makefile("rb")
+        reader.readline()  # hello
+        code = json.dumps(f"open({str(marker)!r}, 'w').close()")
+        raw.sendall(b'{"v": 1, "id": 5, "op": "eval", "timeout": 30, "code": %s}\n'
+                    % code.encode())
+        time.sleep(0.2)
+        raw.sendall(b'{"v": 1, "id": 5, "op": "cancel"}\n')  # what Ctrl-C sends
+        reply = json.loads(reader.readline())
+    assert reply["id"] == 5 and reply["state"] == "cancelled"
+    assert "cancelled by the client" in reply["error"]
+    loop.gate.set()
+    loop.wait_steps(3)
+    assert not marker.exists()
+
+
 def test_a_command_that_waits_when_the_run_ends_is_cancelled(served: Any) -> None:
     monitor, loop = served()
     loop.gate.clear()
