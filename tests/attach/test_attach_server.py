@@ -251,3 +251,18 @@ def test_a_bad_timeout_is_one_line(capsys: pytest.CaptureFixture[str], tmp_path:
                                        "seconds, got 0.0\n")
     assert main(["attach", str(tmp_path / "nothing"), "--walk"]) == 66
     assert "no trace at" in capsys.readouterr().err
+
+
+def test_each_rank_serves_its_own_socket(served: Any, monkeypatch: pytest.MonkeyPatch,
+                                         capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "1")
+    monitor, _loop = served()
+    assert monitor.folder.name == "rank1" and (monitor.folder / "control.sock").exists()
+    run = str(monitor.folder.parent)
+    assert main(["attach", run, "--rank", "1", "--eval", "'rank one'"]) == 0
+    assert capsys.readouterr().out == "'rank one'\n"
+    assert main(["attach", str(monitor.trace), "--status"]) == 0
+    assert ", rank 1) at step" in capsys.readouterr().out
+    assert main(["attach", run, "--rank", "0", "--status"]) == 64
+    assert "no rank 0 in" in capsys.readouterr().err

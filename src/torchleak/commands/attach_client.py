@@ -53,8 +53,11 @@ def resolve_target(run: str, runs_dir: Path | None, rank: int | None) -> AttachT
     """RUN as a run folder (or trace), a run name in the runs folder, or a pid."""
     from torchleak.trace.catalog import resolve_run
 
-    if not Path(run).exists() and run.isdigit():
+    path = Path(run)
+    if not path.exists() and run.isdigit():
         return target_of_pid(int(run))
+    if path.is_file() and rank is None:  # a trace file names its own (rank) folder
+        return AttachTarget(path.parent)
     found = resolve_run(run, runs_dir)
     traces = {found.rank_of(t): t for t in found.traces}
     if rank is None:
