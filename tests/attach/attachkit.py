@@ -134,6 +134,7 @@ class LoopThread:
         self.gate = threading.Event()
         self.gate.set()
         self.steps = 0
+        self.parked = threading.Event()  # set while the loop waits at the gate
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="training", daemon=True)
 
@@ -142,7 +143,10 @@ class LoopThread:
 
         watcher = torchleak.watch()
         while not self._stop.is_set():
-            self.gate.wait()
+            if not self.gate.is_set():
+                self.parked.set()
+                self.gate.wait()
+                self.parked.clear()
             time.sleep(self.interval)
             watcher.step()
             self.steps += 1
@@ -150,6 +154,11 @@ class LoopThread:
     def start(self) -> LoopThread:
         self._thread.start()
         return self
+
+    def hold(self) -> None:
+        """Keep the loop from its next step boundary, and wait until it is held."""
+        self.gate.clear()
+        assert self.parked.wait(10), "the loop thread never came to the gate"
 
     def stop(self) -> None:
         self._stop.set()

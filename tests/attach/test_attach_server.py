@@ -70,8 +70,7 @@ def test_a_command_runs_on_the_training_thread(served: Any) -> None:
 def test_no_boundary_in_time_is_a_timeout_and_the_command_never_runs_later(
         served: Any, tmp_path: Path) -> None:
     monitor, loop = served()
-    loop.gate.clear()  # the next step does not end: a loop stuck in C code
-    time.sleep(0.05)
+    loop.hold()  # the next step does not end: a loop stuck in C code
     marker = tmp_path / "ran"
     with _client(monitor) as client:
         started = time.monotonic()
@@ -100,8 +99,7 @@ def test_a_command_that_outlives_its_wait_runs_to_its_end_and_is_logged(served: 
 
 def test_the_client_may_cancel_a_command_that_waits(served: Any, tmp_path: Path) -> None:
     monitor, loop = served()
-    loop.gate.clear()
-    time.sleep(0.05)
+    loop.hold()
     marker = tmp_path / "ran"
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as raw:
         raw.connect(str(monitor.folder / "control.sock"))
@@ -122,8 +120,7 @@ def test_the_client_may_cancel_a_command_that_waits(served: Any, tmp_path: Path)
 
 def test_a_command_that_waits_when_the_run_ends_is_cancelled(served: Any) -> None:
     monitor, loop = served()
-    loop.gate.clear()
-    time.sleep(0.05)
+    loop.hold()
     replies: list[dict[str, Any]] = []
     with _client(monitor) as client:
         waiter = threading.Thread(target=lambda: replies.append(
