@@ -111,7 +111,8 @@ def monitor(**options: Any) -> Any:
     """Record this process: ``with torchleak.monitor(out="runs/x", guard="stop") as m:``
     (or ``m = torchleak.monitor(...).start()`` ... ``m.stop()``); ``m.report`` is the
     Report at the end. Options as ``torchleak run``: out, name, budget (a fraction),
-    limit ("12GiB"), guard, guard_share, guard_minutes, quiet, warnings."""
+    limit ("12GiB"), guard, guard_share, guard_minutes, quiet, warnings, control (False:
+    ``torchleak attach`` may not run code in this process)."""
     from torchleak.live.engine import Monitor, MonitorOptions
 
     return Monitor(MonitorOptions(**options))

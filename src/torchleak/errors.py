@@ -15,6 +15,8 @@ EXIT_SOFTWARE = 70  # a bug in torchleak
 EXIT_CANTCREAT = 73  # cannot write the output folder
 EXIT_LEAK = 3  # `run --fail-on-leak` found a leak (the script itself succeeded)
 EXIT_GUARD = 75  # the guard stopped the training before the memory limit (EX_TEMPFAIL)
+EXIT_UNAVAILABLE = 69  # attach: the run is gone, serves no socket, or had no step in time
+EXIT_NOPERM = 77  # attach: refused (another user's run, or control off in the run)
 
 
 class TorchleakError(Exception):
@@ -48,3 +50,15 @@ class TraceError(TorchleakError):
     """A trace file that is missing, corrupt, foreign or of a newer schema."""
 
     exit_code = EXIT_DATAERR
+
+
+class AttachUnavailable(TorchleakError):
+    """``attach``: the run cannot answer now (ended, killed, no socket, no step in time)."""
+
+    exit_code = EXIT_UNAVAILABLE
+
+
+class AttachRefused(TorchleakError):
+    """``attach``: the run refused (another user's run, or control off in it)."""
+
+    exit_code = EXIT_NOPERM

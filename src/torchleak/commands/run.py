@@ -48,6 +48,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on-leak", action="store_true",
                         help=f"exit {EXIT_LEAK} when a leak is found and the script succeeded")
     parser.add_argument("--quiet", "-q", action="store_true", help="print nothing of our own")
+    parser.add_argument("--no-control", action="store_true",
+                        help="`torchleak attach` may walk and snapshot this run but not run "
+                             "code in it (--eval, --cleanup); also TORCHLEAK_CONTROL=0")
     parser.add_argument("-m", dest="module", metavar="MODULE", nargs=argparse.REMAINDER,
                         help="run a module like python -m; everything after it is its own")
     parser.add_argument("target", nargs=argparse.REMAINDER, help="script.py and its arguments")
@@ -65,7 +68,8 @@ def execute(args: argparse.Namespace) -> int:
                              guard_share=args.guard_at / 100, guard_minutes=args.guard_minutes,
                              quiet=args.quiet, script=target.display,
                              argv=[target.display, *target.args], stream=sys.stderr,
-                             annotate=_annotate_with_checker)
+                             annotate=_annotate_with_checker,
+                             control=False if args.no_control else None)
     monitor = Monitor(options)  # validates every option before the script starts
     monitor.start()
     if not args.quiet:

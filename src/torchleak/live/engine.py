@@ -22,6 +22,7 @@ from typing import IO, Any
 from torchleak.analysis import build_report, load
 from torchleak.errors import OutputNotWritable, UsageError
 from torchleak.live.callbacks import GuardEvent, leak_callbacks
+from torchleak.live.control import ControlServer, start_control
 from torchleak.live.detector import LiveDetector
 from torchleak.live.guard import GUARD_MODES, Guard, GuardSettings
 from torchleak.live.torch_import import when_torch_imported
@@ -59,6 +60,7 @@ class MonitorOptions:
     argv: list[str] = field(default_factory=list)
     stream: IO[str] | None = None  # where our lines go (default: stderr at start)
     annotate: Callable[[Report], None] | None = None  # adds to the final report before it is kept
+    control: bool | None = None  # attach: False = no eval/cleanup; None = $TORCHLEAK_CONTROL
 
     def validate(self) -> None:
         if not 0 < self.budget <= 1:
@@ -143,6 +145,7 @@ class Monitor:
         self._stream = self.options.stream or sys.stderr
         self._detector: LiveDetector | None = None
         self._guard: Guard | None = None
+        self._control: ControlServer | None = None
         self._cancel_import_wait: Any = None
         self._policy = WarningPolicy()
         self._started = False
@@ -198,6 +201,7 @@ class Monitor:
                             workers_uss=lambda: recorder.workers_uss,
                             live_projection=self._projection, on_fire=self._on_guard)
         self._guard.start()
+        self._control = start_control(recorder, self.folder, opts.control, self._live_report)
         self._started = True
 
     def _limit(self, meta: dict[str, Any]) -> tuple[int, str]:
@@ -216,6 +220,8 @@ class Monitor:
         if not self._started or self.recorder is None:
             return self.report
         self._started = False
+        if self._control is not None:
+            self._control.stop()  # first: nothing attached runs while the run ends
         if self._cancel_import_wait is not None:
             self._cancel_import_wait()
         if self._guard is not None:
@@ -276,6 +282,9 @@ class Monitor:
         block = self._policy.warning(report, fired, time.monotonic())
         if block:
             self.say(block)
+
+    def _live_report(self) -> Report | None:
+        return self._detector.latest if self._detector is not None else None
 
     def _projection(self) -> tuple[float | None, Any]:
         report = self._detector.latest if self._detector is not None else None
