@@ -33,7 +33,6 @@ class Follower:
         self._builder = RunDataBuilder()
         self.path = self._trace.path
         self.polled_at = 0.0
-        self._times: list[tuple[int, float]] = []
 
     def close(self) -> None:
         self._trace.close()

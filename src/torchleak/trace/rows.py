@@ -56,10 +56,6 @@ def cuda_samples(conn: sqlite3.Connection, device: int = 0, after: int = 0) -> I
                        "ORDER BY step", (device, after))
 
 
-def cuda_devices(conn: sqlite3.Connection) -> list[int]:
-    return [int(r[0]) for r in _rows(conn, "SELECT DISTINCT device FROM cuda_samples "
-                                           "ORDER BY device")]
-
 
 def census(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
     """(step, tensors, tensor_bytes, grad_fn_tensors, graph_nodes, graph_bytes, gc_objects,
@@ -68,11 +64,6 @@ def census(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
                        "graph_bytes, gc_objects, duration_ms FROM census WHERE step > ? "
                        "ORDER BY step", (after,))
 
-
-def census_tensors(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
-    """(step, device, dtype, count, bytes)"""
-    return _rows(conn, "SELECT step, device, dtype, count, bytes FROM census_tensors "
-                       "WHERE step > ? ORDER BY step", (after,))
 
 
 def breakdown(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
@@ -124,10 +115,6 @@ def last_step(conn: sqlite3.Connection) -> int:
     row = next(_rows(conn, "SELECT MAX(step) FROM steps"), (None,))
     return int(row[0] or 0)
 
-
-def max_rowid(conn: sqlite3.Connection, table: str) -> int:
-    row = next(_rows(conn, f"SELECT MAX(rowid) FROM {table}"), (None,))
-    return int(row[0] or 0)
 
 
 def peak(conn: sqlite3.Connection, table: str, column: str) -> float | None:

@@ -11,7 +11,6 @@ column-by-column description.
 from __future__ import annotations
 
 SCHEMA_VERSION = 2
-OLDEST_READABLE = 1
 # holders.graph_nodes stops counting here: a value at the cap means "at least".
 GRAPH_NODES_CAP = 5_000
 TRACE_FILENAME = "trace.sqlite"
@@ -171,12 +170,3 @@ LEFT JOIN cuda_samples c ON c.step = s.step AND c.device = 0;
 """
 
 ALL_DDL = TABLES + TORCH_TRACE_VIEW
-
-# meta keys written by the recorder (values are JSON).
-META_KEYS = (
-    "schema_version", "torchleak_version", "run_id", "name", "script", "argv", "cwd",
-    "pid", "hostname", "python", "torch", "platform", "devices", "ram_total",
-    "cgroup_limit", "gpu_totals", "alloc_conf", "budget_pct", "start_time", "end_time",
-    "status", "exit_code", "steps", "step_definition", "probes", "report", "live",
-    "limit", "guard", "safe", "overhead", "writer_dropped", "control",
-)

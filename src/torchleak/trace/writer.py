@@ -131,14 +131,12 @@ class TraceWriter:
         self._write_lock = threading.Lock()  # one writer of the database at a time
         self._flush_interval = flush_interval
         self._stop = threading.Event()
-        self._after_flush: list[Callable[[], None]] = []
         self._thread = threading.Thread(target=self._loop, name="torchleak-writer", daemon=True)
         self._closed = False
         self._failures = 0
         self._on_fault = on_fault
         self.fault: str | None = None  # why the writer switched itself off
         self.dropped: dict[str, int] = {}
-        self.rows_written = 0
 
     # the training thread's side -------------------------------------------------------
     def add(self, table: str, row: Sequence[Any]) -> None:
@@ -149,14 +147,6 @@ class TraceWriter:
         with self._lock:
             self._meta[key] = value
 
-    def every_flush(self, callback: Callable[[], None]) -> None:
-        """Run ``callback`` on the writer thread after each flush."""
-        self._after_flush.append(callback)
-
-    @property
-    def healthy(self) -> bool:
-        return self.fault is None
-
     # the writer thread ----------------------------------------------------------------
     def start(self) -> None:
         self._thread.start()
@@ -164,11 +154,6 @@ class TraceWriter:
     def _loop(self) -> None:
         while not self._stop.wait(self._flush_interval):
             self.flush()
-            for callback in self._after_flush:
-                try:
-                    callback()
-                except Exception:  # noqa: BLE001 - a listener never stops the writer
-                    pass
 
     def flush(self) -> None:
         """Write what is buffered; never raises."""
@@ -214,8 +199,7 @@ class TraceWriter:
             except sqlite3.Error:
                 pass
             raise
-        for table, rows in self._pending.items():
-            self.rows_written += len(rows)
+        for rows in self._pending.values():
             rows.clear()
 
     def _failed(self, err: BaseException, busy: bool) -> None:

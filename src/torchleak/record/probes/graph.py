@@ -25,9 +25,6 @@ class GraphStats:
     saved: dict[int, int] = field(default_factory=dict)  # storage ptr -> bytes
     truncated: bool = False
 
-    @property
-    def saved_bytes(self) -> int:
-        return sum(self.saved.values())
 
 
 def _saved_attrs(node: Any) -> tuple[str, ...]:

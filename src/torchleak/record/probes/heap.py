@@ -42,10 +42,6 @@ class HeapProbe:
         except (OSError, AttributeError):
             pass  # musl, macOS, old glibc: Python blocks only
 
-    @property
-    def has_malloc_stats(self) -> bool:
-        return self._mallinfo2 is not None
-
     def sample(self) -> HeapSample:
         blocks = sys.getallocatedblocks()
         if self._mallinfo2 is None:

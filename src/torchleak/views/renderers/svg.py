@@ -18,7 +18,6 @@ from torchleak.units import format_count, format_duration, format_rate, format_v
 WIDTH, HEIGHT = 880, 270
 LEFT, RIGHT, TOP, BOTTOM = 74, 24, 22, 36
 PALETTE = ("#2563eb", "#059669", "#d97706", "#7c3aed", "#db2777", "#0891b2", "#65a30d", "#9333ea")
-TREND_COLOR = "#dc2626"
 OOM_SHOWN_WITHIN = 3.0  # draw the projection when OOM is within 3x the recorded steps
 
 
