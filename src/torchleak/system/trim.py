@@ -1,0 +1,121 @@
+"""Give glibc's heap slack back while training runs, on a time budget, off the hot path.
+
+A training loop that keeps a tiny tensor per step (``losses.append(loss.detach())``)
+makes glibc's heap grow by the size of the step's large blocks: each tiny live chunk
+sits between freed blocks, so the heap cannot shrink and the next step's blocks go
+further up. The freed chunks stay resident. ``malloc_trim(0)`` returns their pages to
+the system (the chunks stay free and are reused later), so the process stays flat
+without changing a single allocation the program sees.
+
+``trim_if_slack(state)`` trims only when the heap's free bytes (``mallinfo2``, a few
+µs) grew by ``grow_bytes`` since the last trim, at most once per ``min_interval_s``,
+and only while the time spent trimming stays under ``budget_share`` of the wall time.
+Call it from a thread other than the training thread (``SlackTrimmer`` is one).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+from torchleak.system.allocator import heap_stats, malloc_trim
+from torchleak.system.procmem import rss_now
+
+DEFAULT_GROW_BYTES = 8 << 20
+DEFAULT_INTERVAL_S = 0.1
+
+
+@dataclass
+class SlackState:
+    """The trimming decision's memory between calls (one per process)."""
+
+    grow_bytes: int = DEFAULT_GROW_BYTES
+    min_interval_s: float = 0.2
+    budget_share: float = 0.01  # trimming may take at most this share of the wall time
+    started: float = field(default_factory=time.monotonic)
+    reference: int | None = None  # the heap's free bytes after the last trim (or first look)
+    last_trim: float = -math.inf
+    last_cost_s: float = 0.0
+    spent_s: float = 0.0
+    trims: int = 0
+    released: int = 0  # resident bytes the trims gave back, summed
+
+    def to_dict(self) -> dict[str, float | int | None]:
+        return {"trims": self.trims, "released": self.released,
+                "spent_s": round(self.spent_s, 6), "grow_bytes": self.grow_bytes}
+
+
+def _within_budget(state: SlackState, now: float) -> bool:
+    if now - state.last_trim < state.min_interval_s:
+        return False
+    allowed = state.budget_share * (now - state.started)
+    return state.spent_s + state.last_cost_s <= allowed
+
+
+def trim_if_slack(state: SlackState) -> int | None:
+    """Trim glibc's heap when its free bytes grew by ``state.grow_bytes``; the resident
+    bytes released (>= 0), or None when it did not trim (no growth, over budget, or no
+    glibc ``mallinfo2`` here)."""
+    heap = heap_stats()
+    if heap is None:
+        return None
+    if state.reference is None:
+        state.reference = heap.free
+        return None
+    if heap.free - state.reference < state.grow_bytes:
+        return None
+    now = time.monotonic()
+    if not _within_budget(state, now):
+        return None
+    rss_before = rss_now()
+    malloc_trim(0)
+    rss_after = rss_now()
+    cost = time.monotonic() - now
+    after = heap_stats()
+    # Trimming leaves the chunks free (only their pages go), so the free figure stays:
+    # the next trim waits for new growth on top of it.
+    state.reference = max(state.reference, after.free if after is not None else heap.free)
+    state.last_trim, state.last_cost_s = now, cost
+    state.spent_s += cost
+    state.trims += 1
+    released = max(0, (rss_before or 0) - (rss_after or 0))
+    state.released += released
+    return released
+
+
+class SlackTrimmer:
+    """A daemon thread calling ``trim_if_slack`` every ``interval_s``; ``stop()`` ends it.
+
+    Threads do not survive ``fork``: DataLoader workers start without it.
+    """
+
+    def __init__(self, state: SlackState | None = None,
+                 interval_s: float = DEFAULT_INTERVAL_S) -> None:
+        self.state = state or SlackState()
+        self.interval_s = interval_s
+        self.error: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="torchleak-trim", daemon=True)
+
+    def start(self) -> SlackTrimmer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=1.0)
+
+    @property
+    def running(self) -> bool:
+        return self._thread.is_alive()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            try:
+                trim_if_slack(self.state)
+            except Exception as err:  # noqa: BLE001 - switch off, never disturb the run
+                self.error = f"{type(err).__name__}: {err}"
+                return
