@@ -7,10 +7,12 @@ further up. The freed chunks stay resident. ``malloc_trim(0)`` returns their pag
 the system (the chunks stay free and are reused later), so the process stays flat
 without changing a single allocation the program sees.
 
-``trim_if_slack(state)`` trims only when the heap's free bytes (``mallinfo2``, a few
-µs) grew by ``grow_bytes`` since the last trim, at most once per ``min_interval_s``,
-and only while the time spent trimming stays under ``budget_share`` of the wall time.
-Call it from a thread other than the training thread (``SlackTrimmer`` is one).
+``trim_if_slack(state)`` trims when, since the last trim, the heap's free bytes grew by
+``grow_bytes`` (``mallinfo2``, a few µs: the heap extended past pinned holes) or the
+resident size grew by ``grow_bytes`` more than the bytes malloc hands out (trimmed
+holes touched again and freed again), at most once per ``min_interval_s`` and only
+while trimming takes less than ``budget_share`` of the wall time. Call it from a thread
+other than the training thread (``SlackTrimmer`` is one).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from torchleak.system.allocator import heap_stats, malloc_trim
+from torchleak.system.allocator import HeapStats, heap_stats, malloc_trim
 from torchleak.system.procmem import rss_now
 
 DEFAULT_GROW_BYTES = 8 << 20
@@ -36,6 +38,8 @@ class SlackState:
     budget_share: float = 0.01  # trimming may take at most this share of the wall time
     started: float = field(default_factory=time.monotonic)
     reference: int | None = None  # the heap's free bytes after the last trim (or first look)
+    reference_rss: int = 0  # resident bytes then
+    reference_used: int = 0  # bytes malloc handed out then (heap and mmapped)
     last_trim: float = -math.inf
     last_cost_s: float = 0.0
     spent_s: float = 0.0
@@ -54,33 +58,45 @@ def _within_budget(state: SlackState, now: float) -> bool:
     return state.spent_s + state.last_cost_s <= allowed
 
 
+def _slack_grew(state: SlackState, heap: HeapStats, rss: int | None) -> bool:
+    if heap.free - (state.reference or 0) >= state.grow_bytes:
+        return True
+    if rss is None:
+        return False
+    used = heap.in_use + heap.mmapped
+    return (rss - state.reference_rss) - (used - state.reference_used) >= state.grow_bytes
+
+
+def _set_reference(state: SlackState, heap: HeapStats, rss: int | None) -> None:
+    # Trimming leaves the chunks free (only their pages go), so the free figure stays:
+    # the next trim waits for new growth on top of it.
+    state.reference = max(state.reference or 0, heap.free)
+    state.reference_rss = rss or 0
+    state.reference_used = heap.in_use + heap.mmapped
+
+
 def trim_if_slack(state: SlackState) -> int | None:
-    """Trim glibc's heap when its free bytes grew by ``state.grow_bytes``; the resident
-    bytes released (>= 0), or None when it did not trim (no growth, over budget, or no
-    glibc ``mallinfo2`` here)."""
+    """Trim glibc's heap when its slack grew by ``state.grow_bytes``; the resident bytes
+    released (>= 0), or None when it did not trim (no growth, over budget, or no glibc
+    ``mallinfo2`` here)."""
     heap = heap_stats()
     if heap is None:
         return None
+    rss = rss_now()
     if state.reference is None:
-        state.reference = heap.free
-        return None
-    if heap.free - state.reference < state.grow_bytes:
+        _set_reference(state, heap, rss)
         return None
     now = time.monotonic()
-    if not _within_budget(state, now):
+    if not _slack_grew(state, heap, rss) or not _within_budget(state, now):
         return None
-    rss_before = rss_now()
     malloc_trim(0)
     rss_after = rss_now()
     cost = time.monotonic() - now
-    after = heap_stats()
-    # Trimming leaves the chunks free (only their pages go), so the free figure stays:
-    # the next trim waits for new growth on top of it.
-    state.reference = max(state.reference, after.free if after is not None else heap.free)
+    _set_reference(state, heap_stats() or heap, rss_after)
     state.last_trim, state.last_cost_s = now, cost
     state.spent_s += cost
     state.trims += 1
-    released = max(0, (rss_before or 0) - (rss_after or 0))
+    released = max(0, (rss or 0) - (rss_after or 0))
     state.released += released
     return released
 
