@@ -1,22 +1,20 @@
 """torchleak: find, explain and stop memory leaks in PyTorch training.
 
 The import is light (no torch): ``torchleak.watch`` and ``torchleak.mark`` work whether
-or not the script runs under ``torchleak run``; ``torchleak.cleanup()`` frees what can
-be freed now and says what each step freed.
+or not the script runs under ``torchleak run``. ``torchleak.cleanup()`` frees what can be
+freed now and says what each step freed.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from torchleak.api import mark, watch
 
-__all__ = ["cleanup", "mark", "watch"]
+__all__ = ["mark", "watch"]
 __version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    # Loaded on first use: most scripts never call it, and it needs ctypes and dataclasses.
+def __getattr__(name: str) -> object:
+    # ``torchleak.cleanup()`` is loaded on first use: most scripts never call it.
     if name == "cleanup":
         from torchleak.system.cleanup import cleanup
 

@@ -116,35 +116,36 @@ def retention_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def test_kept_logits_loop_is_flat_under_safe_with_identical_losses(
-        retention_script: Path) -> None:
-    plain, safe = _run_both(retention_script, "logits", "500")
+def _retention(script: Path, keep: str) -> tuple[float, float, str]:
+    """(plain USS slope, safe USS slope, the safe run's stderr); losses must match."""
+    plain, safe = _run_both(script, keep, "500")
     assert plain.returncode == 0 and safe.returncode == 0, plain.stderr + safe.stderr
     plain_uss, plain_losses = _uss_and_losses(plain.stdout)
     safe_uss, safe_losses = _uss_and_losses(safe.stdout)
     assert safe_losses == plain_losses and len(plain_losses) == 10
-    plain_slope, safe_slope = _slope(plain_uss[1:]), _slope(safe_uss[1:])
+    assert "torchleak" not in plain.stderr
+    return _slope(plain_uss[1:]), _slope(safe_uss[1:]), safe.stderr
+
+
+def test_kept_logits_loop_is_flat_under_safe_with_identical_losses(
+        retention_script: Path) -> None:
+    plain_slope, safe_slope, safe_stderr = _retention(retention_script, "logits")
     assert plain_slope > 150 * 1024, f"plain grew only {plain_slope / 1024:.0f} KB/step"
     assert abs(safe_slope) <= 0.10 * plain_slope, (
         f"safe {safe_slope / 1024:.1f} KB/step vs plain {plain_slope / 1024:.1f}")
-    start_lines = [line for line in safe.stderr.splitlines() if line.startswith("torchleak --safe:")]
+    start_lines = [line for line in safe_stderr.splitlines()
+                   if line.startswith("torchleak --safe:")]
     assert any("MALLOC_ARENA_MAX=4 (was unset)" in line for line in start_lines)
     assert any("malloc_trim(0)" in line for line in start_lines)
-    assert "torchleak" not in plain.stderr
 
 
 def test_kept_loss_loop_stays_flat_under_safe_with_identical_losses(
         retention_script: Path) -> None:
     # How much the plain run grows here depends on where glibc places each 4-byte loss
     # (from ~15 to ~650 KB/step between runs); under --safe it stays flat whatever it does.
-    plain, safe = _run_both(retention_script, "loss", "500")
-    assert plain.returncode == 0 and safe.returncode == 0, plain.stderr + safe.stderr
-    plain_uss, plain_losses = _uss_and_losses(plain.stdout)
-    safe_uss, safe_losses = _uss_and_losses(safe.stdout)
-    assert safe_losses == plain_losses and len(plain_losses) == 10
-    safe_slope = _slope(safe_uss[1:])
-    assert safe_slope <= max(0.10 * _slope(plain_uss[1:]), 20 * 1024), (
-        f"safe grew {safe_slope / 1024:.1f} KB/step")
+    plain_slope, safe_slope, _ = _retention(retention_script, "loss")
+    assert safe_slope <= max(0.10 * plain_slope, 20 * 1024), (
+        f"safe grew {safe_slope / 1024:.1f} KB/step (plain {plain_slope / 1024:.1f})")
 
 
 def test_healthy_run_keeps_its_output_and_exit_code(tmp_path: Path) -> None:

@@ -6,13 +6,20 @@ import os
 import platform
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import psutil
 import torch
 
 from torchleak.record.probes.cuda import gpu_totals
-from torchleak.system.limits import cgroup_memory_limit
+
+
+def cgroup_memory_limit() -> int | None:
+    """The cgroup (v2 or v1) memory limit of this process, None when unlimited."""
+    from torchleak.system.limits import cgroup_memory_limit as limit
+
+    return limit()
 
 
 def run_metadata(argv: list[str], script: str, name: str, budget_pct: float) -> dict[str, Any]:

@@ -26,14 +26,11 @@ NOTHING_FREED_BYTES = 1 << 20
 PREFIX = "torchleak cleanup:"
 
 
-@dataclass(frozen=True)
-class CleanupStep:
-    name: str
-    status: str  # done | skipped | failed
-    detail: str  # what it did, or why it was skipped or failed
+class _Freed:
+    """What went between two measurements (positive: freed)."""
+
     before: MemoryNow
     after: MemoryNow
-    seconds: float
 
     @property
     def freed_uss(self) -> int | None:
@@ -46,6 +43,16 @@ class CleanupStep:
     @property
     def freed_cuda(self) -> int | None:
         return _drop(self.before.cuda_reserved, self.after.cuda_reserved)
+
+
+@dataclass(frozen=True)
+class CleanupStep(_Freed):
+    name: str
+    status: str  # done | skipped | failed
+    detail: str  # what it did, or why it was skipped or failed
+    before: MemoryNow
+    after: MemoryNow
+    seconds: float
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.name, "status": self.status, "detail": self.detail,
@@ -54,24 +61,12 @@ class CleanupStep:
 
 
 @dataclass(frozen=True)
-class CleanupResult:
+class CleanupResult(_Freed):
     steps: list[CleanupStep]
     before: MemoryNow
     after: MemoryNow
     explanation: str | None = None  # from the ``explain`` callback, when it ran
     lines: list[str] = field(default_factory=list)
-
-    @property
-    def freed_uss(self) -> int | None:
-        return _drop(self.before.uss, self.after.uss)
-
-    @property
-    def freed_rss(self) -> int | None:
-        return _drop(self.before.rss, self.after.rss)
-
-    @property
-    def freed_cuda(self) -> int | None:
-        return _drop(self.before.cuda_reserved, self.after.cuda_reserved)
 
     @property
     def freed_bytes(self) -> int:
