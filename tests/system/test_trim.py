@@ -23,7 +23,7 @@ def make_slack(kept, megabytes):
 def test_trims_when_free_heap_grows_and_reports_what_it_released(python) -> None:  # noqa: ANN001
     out = python(PINNED_SLACK + """
 from torchleak.system.trim import SlackState, trim_if_slack
-state = SlackState(grow_bytes=16 << 20, min_interval_s=0, budget_share=1.0)
+state = SlackState(grow_bytes=16 << 20, min_interval_s=0, budget_share=1.0, window=1)
 kept = []
 print(trim_if_slack(state))            # first look: the reference
 make_slack(kept, 4)
@@ -45,9 +45,10 @@ def test_time_budget_and_interval_hold_it_back(python) -> None:  # noqa: ANN001
     out = python(PINNED_SLACK + """
 from torchleak.system.trim import SlackState, trim_if_slack
 kept = []
-no_budget = SlackState(grow_bytes=1 << 20, min_interval_s=0, budget_share=0.0)
+no_budget = SlackState(grow_bytes=1 << 20, min_interval_s=0, budget_share=0.0, window=1)
 no_budget.last_cost_s = 0.001  # one trim's cost, never allowed by a zero budget
-interval = SlackState(grow_bytes=1 << 20, min_interval_s=3600, budget_share=1.0)
+interval = SlackState(grow_bytes=1 << 20, min_interval_s=3600, budget_share=1.0,
+                      window=1)
 for state in (no_budget, interval):
     trim_if_slack(state)
 make_slack(kept, 30)

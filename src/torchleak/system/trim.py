@@ -7,12 +7,14 @@ further up. The freed chunks stay resident. ``malloc_trim(0)`` returns their pag
 the system (the chunks stay free and are reused later), so the process stays flat
 without changing a single allocation the program sees.
 
-``trim_if_slack(state)`` trims when, since the last trim, the heap's free bytes grew by
-``grow_bytes`` (``mallinfo2``, a few µs: the heap extended past pinned holes) or the
-resident size grew by ``grow_bytes`` more than the bytes malloc hands out (trimmed
-holes touched again and freed again), at most once per ``min_interval_s`` and only
-while trimming takes less than ``budget_share`` of the wall time. Call it from a thread
-other than the training thread (``SlackTrimmer`` is one).
+``trim_if_slack(state)`` trims when the heap's free bytes (``mallinfo2``, a few µs) grew
+by ``grow_bytes`` since the last trim: the heap extended past holes pinned by live
+objects. The free figure swings within every step (activations come and go), so the
+lowest of the last ``window`` readings is compared: a healthy loop never trims. At most
+once per ``min_interval_s``, and only while trimming takes less than ``budget_share``
+of the wall time. Trimming leaves the chunks free (only their pages go back), so the
+free figure does not drop; the next trim waits for new growth on top of it. Call it
+every 0.1-1 s from a thread other than the training thread (``SlackTrimmer`` does).
 """
 
 from __future__ import annotations
@@ -20,9 +22,10 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
-from torchleak.system.allocator import HeapStats, heap_stats, malloc_trim
+from torchleak.system.allocator import heap_stats, malloc_trim
 from torchleak.system.procmem import rss_now
 
 DEFAULT_GROW_BYTES = 8 << 20
@@ -36,10 +39,10 @@ class SlackState:
     grow_bytes: int = DEFAULT_GROW_BYTES
     min_interval_s: float = 0.2
     budget_share: float = 0.01  # trimming may take at most this share of the wall time
+    window: int = 10  # readings whose lowest free figure is compared
     started: float = field(default_factory=time.monotonic)
-    reference: int | None = None  # the heap's free bytes after the last trim (or first look)
-    reference_rss: int = 0  # resident bytes then
-    reference_used: int = 0  # bytes malloc handed out then (heap and mmapped)
+    recent: deque[int] = field(default_factory=deque, repr=False)
+    reference: int | None = None  # the lowest free figure at the last trim (or first look)
     last_trim: float = -math.inf
     last_cost_s: float = 0.0
     spent_s: float = 0.0
@@ -50,6 +53,13 @@ class SlackState:
         return {"trims": self.trims, "released": self.released,
                 "spent_s": round(self.spent_s, 6), "grow_bytes": self.grow_bytes}
 
+    def settled_free(self, free: int) -> int:
+        """The lowest free figure of the last ``window`` readings, this one included."""
+        self.recent.append(free)
+        while len(self.recent) > max(1, self.window):
+            self.recent.popleft()
+        return min(self.recent)
+
 
 def _within_budget(state: SlackState, now: float) -> bool:
     if now - state.last_trim < state.min_interval_s:
@@ -58,45 +68,29 @@ def _within_budget(state: SlackState, now: float) -> bool:
     return state.spent_s + state.last_cost_s <= allowed
 
 
-def _slack_grew(state: SlackState, heap: HeapStats, rss: int | None) -> bool:
-    if heap.free - (state.reference or 0) >= state.grow_bytes:
-        return True
-    if rss is None:
-        return False
-    used = heap.in_use + heap.mmapped
-    return (rss - state.reference_rss) - (used - state.reference_used) >= state.grow_bytes
-
-
-def _set_reference(state: SlackState, heap: HeapStats, rss: int | None) -> None:
-    # Trimming leaves the chunks free (only their pages go), so the free figure stays:
-    # the next trim waits for new growth on top of it.
-    state.reference = max(state.reference or 0, heap.free)
-    state.reference_rss = rss or 0
-    state.reference_used = heap.in_use + heap.mmapped
-
-
 def trim_if_slack(state: SlackState) -> int | None:
-    """Trim glibc's heap when its slack grew by ``state.grow_bytes``; the resident bytes
-    released (>= 0), or None when it did not trim (no growth, over budget, or no glibc
-    ``mallinfo2`` here)."""
+    """Trim glibc's heap when its free bytes grew by ``state.grow_bytes``; the resident
+    bytes released (>= 0), or None when it did not trim (no growth, over budget, or no
+    glibc ``mallinfo2`` here)."""
     heap = heap_stats()
     if heap is None:
         return None
-    rss = rss_now()
+    free = state.settled_free(heap.free)
     if state.reference is None:
-        _set_reference(state, heap, rss)
+        state.reference = free
         return None
     now = time.monotonic()
-    if not _slack_grew(state, heap, rss) or not _within_budget(state, now):
+    if free - state.reference < state.grow_bytes or not _within_budget(state, now):
         return None
+    rss_before = rss_now()
     malloc_trim(0)
     rss_after = rss_now()
     cost = time.monotonic() - now
-    _set_reference(state, heap_stats() or heap, rss_after)
+    state.reference = free
     state.last_trim, state.last_cost_s = now, cost
     state.spent_s += cost
     state.trims += 1
-    released = max(0, (rss or 0) - (rss_after or 0))
+    released = max(0, (rss_before or 0) - (rss_after or 0))
     state.released += released
     return released
 
