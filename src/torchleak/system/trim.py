@@ -12,7 +12,7 @@ by ``grow_bytes`` since the last trim: the heap extended past holes pinned by li
 objects. The free figure swings within every step (activations come and go), so the
 lowest of the last ``window`` readings is compared: a healthy loop never trims. At most
 once per ``min_interval_s``, and only while trimming takes less than ``budget_share``
-of the wall time. Trimming leaves the chunks free (only their pages go back), so the
+of the wall time (counting the trim and the page faults that bring reused pages back). Trimming leaves the chunks free (only their pages go back), so the
 free figure does not drop; the next trim waits for new growth on top of it. Call it
 every 0.1-1 s from a thread other than the training thread (``SlackTrimmer`` does).
 """
@@ -30,6 +30,10 @@ from torchleak.system.procmem import rss_now
 
 DEFAULT_GROW_BYTES = 8 << 20
 DEFAULT_INTERVAL_S = 0.1
+# Trimmed pages that are used again fault back in (and are zeroed): the budget counts
+# the pages that came back by the next reading at this rate, so trimming a working set
+# that is still in use is paid for, not just the call.
+REFAULT_BYTES_PER_S = 2 << 30
 
 
 @dataclass
@@ -38,8 +42,8 @@ class SlackState:
 
     grow_bytes: int = DEFAULT_GROW_BYTES
     min_interval_s: float = 0.2
-    budget_share: float = 0.01  # trimming may take at most this share of the wall time
-    window: int = 10  # readings whose lowest free figure is compared
+    budget_share: float = 0.05  # trimming may take at most this share of the wall time
+    window: int = 5  # readings whose lowest free figure is compared
     started: float = field(default_factory=time.monotonic)
     recent: deque[int] = field(default_factory=deque, repr=False)
     reference: int | None = None  # the lowest free figure at the last trim (or first look)
@@ -48,6 +52,7 @@ class SlackState:
     spent_s: float = 0.0
     trims: int = 0
     released: int = 0  # resident bytes the trims gave back, summed
+    unsettled: tuple[int, int] | None = None  # (released, rss after) of the last trim
 
     def to_dict(self) -> dict[str, float | int | None]:
         return {"trims": self.trims, "released": self.released,
@@ -68,6 +73,16 @@ def _within_budget(state: SlackState, now: float) -> bool:
     return state.spent_s + state.last_cost_s <= allowed
 
 
+def _count_refaults(state: SlackState) -> None:
+    """Charge the budget for the trimmed pages that were used again since the last trim."""
+    if state.unsettled is None:
+        return
+    released, rss_after = state.unsettled
+    state.unsettled = None
+    back = min(released, max(0, (rss_now() or rss_after) - rss_after))
+    state.spent_s += back / REFAULT_BYTES_PER_S
+
+
 def trim_if_slack(state: SlackState) -> int | None:
     """Trim glibc's heap when its free bytes grew by ``state.grow_bytes``; the resident
     bytes released (>= 0), or None when it did not trim (no growth, over budget, or no
@@ -75,6 +90,7 @@ def trim_if_slack(state: SlackState) -> int | None:
     heap = heap_stats()
     if heap is None:
         return None
+    _count_refaults(state)
     free = state.settled_free(heap.free)
     if state.reference is None:
         state.reference = free
@@ -85,12 +101,13 @@ def trim_if_slack(state: SlackState) -> int | None:
     rss_before = rss_now()
     malloc_trim(0)
     rss_after = rss_now()
+    released = max(0, (rss_before or 0) - (rss_after or 0))
     cost = time.monotonic() - now
+    state.unsettled = (released, rss_after or 0) if rss_after is not None else None
     state.reference = free
     state.last_trim, state.last_cost_s = now, cost
     state.spent_s += cost
     state.trims += 1
-    released = max(0, (rss_before or 0) - (rss_after or 0))
     state.released += released
     return released
 
