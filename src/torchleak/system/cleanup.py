@@ -104,7 +104,8 @@ def _cuda() -> str:
 
 
 def _trim() -> str:
-    return "pages returned" if malloc_trim(0) else "nothing to return"
+    malloc_trim(0)
+    return ""  # its return value says whether a single page went back: the figures say more
 
 
 def _cuda_skip() -> str | None:
@@ -126,15 +127,16 @@ _STEPS: tuple[tuple[str, Callable[[], str], Callable[[], str | None]], ...] = (
 
 
 def _run_step(name: str, action: Callable[[], str], skip: Callable[[], str | None]) -> CleanupStep:
-    start = time.perf_counter()
     before = _safe_memory()
+    start = time.perf_counter()
     try:
         reason = skip()
         status, detail = ("skipped", reason) if reason else ("done", action())
     except Exception as err:  # noqa: BLE001 - a failing step is reported, never raised
         status, detail = "failed", f"{type(err).__name__}: {err}"
+    seconds = time.perf_counter() - start
     after = before if status == "skipped" else _safe_memory()
-    return CleanupStep(name, status, detail, before, after, time.perf_counter() - start)
+    return CleanupStep(name, status, detail, before, after, seconds)
 
 
 def _safe_memory() -> MemoryNow:
@@ -157,8 +159,9 @@ def _freed_text(uss: int | None, cuda: int | None) -> str:
 def _step_line(step: CleanupStep) -> str:
     if step.status != "done":
         return f"{PREFIX} {step.name:26} {step.status}: {step.detail}"
+    detail = f"{step.detail}, " if step.detail else ""
     return (f"{PREFIX} {step.name:26} {_freed_text(step.freed_uss, step.freed_cuda)}"
-            f" ({step.detail}, {step.seconds * 1000:.0f} ms)")
+            f" ({detail}{step.seconds * 1000:.0f} ms)")
 
 
 def _held_line(after: MemoryNow, explained: bool) -> str:

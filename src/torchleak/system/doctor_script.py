@@ -58,9 +58,11 @@ def _array_storage(store: ObjectStore) -> str:
 
 
 def _cow_proposal(facts: ScriptFacts, store: ObjectStore, workers: int) -> Proposal:
-    if store.estimated_bytes:
-        saving = (f"~{fmt(workers * store.estimated_bytes)} ({workers} workers x "
-                  f"~{fmt(store.estimated_bytes)} each, estimated)")
+    low, high = store.touched_bytes, store.estimated_bytes
+    if low and high:
+        saving = (f"~{fmt(workers * low)}-{fmt(workers * high)} ({workers} workers x "
+                  f"~{fmt(low)}-{fmt(high)} each: from the pages of the items' own objects "
+                  "to all of their data, estimated)")
     else:
         saving = f"one copy of the data per worker ({workers} workers; size unknown)"
     return Proposal(f"{facts.path}:{store.line}", _array_storage(store), saving,

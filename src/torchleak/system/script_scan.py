@@ -21,6 +21,8 @@ WATCHED = tuple(LOADER_DEFAULTS)
 _UNKNOWN = object()
 # A Python object per value in a dict: an int or float object plus its slot.
 _VALUE_BYTES = 40
+# An item's own object (a dict, tuple or list header) in its allocator size class.
+_HEADER_BYTES = 64
 
 
 @dataclass(frozen=True)
@@ -59,11 +61,18 @@ class ObjectStore:
     line: int
     kind: str  # "list of dicts", "dict", "list", "list of tuples", "loaded from a file"
     items: int | None
-    estimated_bytes: int | None
+    estimated_bytes: int | None  # the objects' whole size, estimated
     fields: tuple[str, ...] = ()  # the keys of a list of dicts, when written as literals
 
+    @property
+    def touched_bytes(self) -> int | None:
+        """The least a worker copies by reading every item once: the pages holding the
+        items' own objects, whose reference counts it writes (~64 bytes an item)."""
+        return None if self.items is None else self.items * _HEADER_BYTES
+
     def to_dict(self) -> dict[str, Any]:
-        return {**self.__dict__, "fields": list(self.fields)}
+        return {**self.__dict__, "fields": list(self.fields),
+                "touched_bytes": self.touched_bytes}
 
 
 @dataclass
