@@ -179,3 +179,21 @@ def test_low_open_file_limit_warns_with_the_command_to_raise_it() -> None:
     target = 65536 if hard == resource.RLIM_INFINITY else min(hard, 65536)
     assert check["fix"] == f"ulimit -n {target}"
     assert doctor("--strict", preexec=lower).returncode == 1
+
+
+def test_terminal_table_folds_long_text_instead_of_cutting_it(cow_script: Path) -> None:
+    import io
+
+    from torchleak.check import check_source
+    from torchleak.system.doctor import run_doctor
+    from torchleak.system.doctor_render import render_rich
+
+    report = run_doctor(cow_script, static_check=check_source, with_torch=False)
+    stream = io.StringIO()
+    render_rich(report, stream)
+    text = stream.getvalue()
+    assert "…" not in text and "..." not in text
+    assert "persistent_workers=False" in text and "copy-on-read" in text
+    flat = " ".join(text.split())
+    for check in report.checks:
+        assert check.status in flat

@@ -2,7 +2,7 @@
 run; print what to change, each with why.
 
 Exit codes: 0 when every check is ok (warnings too, unless ``--strict``), 1 when a check
-fails or, with ``--strict``, warns. A missing script is 66, a bad command line 64.
+fails or, with ``--strict``, warns. A missing script is 66, an unreadable one 65.
 """
 
 from __future__ import annotations
