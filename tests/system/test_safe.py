@@ -135,3 +135,15 @@ def test_a_machine_without_gpu_gets_no_cuda_setting() -> None:
     assert "PYTORCH_CUDA_ALLOC_CONF" not in _by_setting(plan_safe(environ={}))
     assert "GPU" in (safe.expandable_segments_blocker({}) or "") or "torch" in (
         safe.expandable_segments_blocker({}) or "")
+
+
+def test_planning_again_after_apply_reports_torchleaks_own_change(python) -> None:  # noqa: ANN001
+    out = python("""
+        from torchleak.system.safe import apply_safe, plan_safe
+        apply_safe(start_trimmer=False)
+        again = {c.setting: c for c in plan_safe()}
+        print(again["MALLOC_ARENA_MAX"].kept, again["MALLOC_ARENA_MAX"].was)
+    """, unset=("MALLOC_ARENA_MAX", "GLIBC_TUNABLES", "LD_PRELOAD"))
+    assert out.returncode == 0, out.stderr
+    if detect_allocator().is_glibc:
+        assert out.stdout.split() == ["False", "None"]

@@ -77,8 +77,16 @@ def parse_mode(mode: str) -> set[str]:
     return parts | {"default"}
 
 
+# Variables apply_safe set in this process, with the value they replaced: planning again
+# later must not mistake torchleak's own setting for the user's.
+_SET_HERE: dict[str, tuple[str, str | None]] = {}
+
+
 def _env_change(env: MutableMapping[str, str], name: str, value: str,
                 why: str) -> SafeChange:
+    ours = _SET_HERE.get(name)
+    if ours is not None and env.get(name) == ours[0]:
+        return SafeChange(name, ours[0], ours[1], why)
     if name in env:
         return SafeChange(name, env[name], env[name], why, kept=True)
     return SafeChange(name, value, None, why)
@@ -196,6 +204,8 @@ def _apply_one(change: SafeChange, env: MutableMapping[str, str],
         if not mallopt(_MALLOPT[change.setting], int(change.value)):
             return False
     if change.setting.isupper():  # an environment variable: exported for workers
+        if env is os.environ:
+            _SET_HERE[change.setting] = (change.value, change.was)
         env[change.setting] = change.value
     return True
 
