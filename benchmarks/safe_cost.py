@@ -8,6 +8,10 @@ at its top, before torch is imported, alternately, swapping which goes first eac
 round. Per mode we print the median step time, the step ratio (pooled medians and the
 median of per-round ratios), the timed loop's wall ratio, and how many heap trims the
 safe run made (a healthy loop should make none).
+
+``--in-process`` measures the one part of ``--safe`` that runs during training, the
+trimming thread, inside one process: blocks of 200 steps alternate with the thread
+running and stopped, so machine load between processes does not enter the ratio.
 """
 
 from __future__ import annotations
@@ -41,6 +45,52 @@ def _dump():
 
 atexit.register(_dump)
 '''
+
+
+IN_PROCESS = '''
+import statistics, sys, time
+import torch
+from torchleak.system.trim import SlackTrimmer
+
+width, depth, batch, blocks = (int(a) for a in sys.argv[1:5])
+torch.manual_seed(0)
+torch.set_num_threads(1)
+layers = [torch.nn.Linear(64, width), torch.nn.ReLU()]
+for _ in range(depth - 1):
+    layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
+times = {False: [], True: []}
+trims = 0
+for block in range(blocks):
+    on = block % 2 == 1
+    trimmer = SlackTrimmer().start() if on else None
+    for step in range(200 if width < 256 else 20):
+        start = time.perf_counter()
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if block >= 2:
+            times[on].append(time.perf_counter() - start)
+    if trimmer is not None:
+        trimmer.stop()
+        trims += trimmer.state.trims
+off, on = statistics.median(times[False]), statistics.median(times[True])
+print(f"{off * 1e3:.4f} {on * 1e3:.4f} {on / off:.4f} {trims}")
+'''
+
+
+def in_process(rounds: int) -> None:
+    for work in WORKLOADS:
+        out = subprocess.run([sys.executable, "-c", IN_PROCESS, str(work.width),
+                              str(work.depth), str(work.batch), str(10 * rounds)],
+                             capture_output=True, text=True, check=True,
+                             env=dict(os.environ, OMP_NUM_THREADS="1"))
+        off, on, ratio, trims = out.stdout.split()
+        print(f"{work.name}: trimming thread off {off} ms, on {on} ms per step, "
+              f"ratio {ratio}, trims {trims}")
 
 
 @dataclass
@@ -109,6 +159,8 @@ def main() -> int:
                         help="--safe modes to compare with plain (default: default,mmap)")
     parser.add_argument("--quick", action="store_true", help="2 rounds, a third of the steps")
     parser.add_argument("--only", choices=("tiny", "medium"), help="one workload")
+    parser.add_argument("--in-process", action="store_true",
+                        help="the trimming thread's cost, measured inside one process")
     args = parser.parse_args()
     import torch
 
@@ -116,6 +168,9 @@ def main() -> int:
           f"Python {platform.python_version()}  torch {torch.__version__}  "
           f"load {os.getloadavg()[0]:.2f}", flush=True)
     rounds = 2 if args.quick else args.rounds
+    if args.in_process:
+        in_process(rounds)
+        return 0
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     with tempfile.TemporaryDirectory(prefix="torchleak-safe-cost-") as tmp:
         folder = Path(tmp)
