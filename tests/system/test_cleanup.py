@@ -87,11 +87,18 @@ def test_memory_still_held_frees_nothing_and_says_who_can_tell(python) -> None: 
     assert result["explanation"] == "history (list, 1 item, 191MiB) at train.py:3"
 
 
-def test_without_a_recorder_the_user_is_pointed_at_the_holder_walk() -> None:
-    result = cleanup(verbose=False)
-    if not result.freed_nothing:
-        pytest.skip("this test process had garbage to free")
-    assert "holder walk names them" in str(result)
+def test_without_a_recorder_the_user_is_pointed_at_the_holder_walk(python) -> None:  # noqa: ANN001
+    out = python(f"""
+        import numpy
+        from torchleak.system.cleanup import cleanup
+        held = numpy.ones(25_000_000)  # 200 MB, still referenced
+        result = cleanup()
+        {REPORT}
+    """)
+    result = _result(out)
+    assert result["freed_nothing"] and result["explanation"] is None
+    assert out.stderr.splitlines()[-1].endswith(
+        "the holder walk names them (run the script under `torchleak run`)")
 
 
 def test_cuda_step_runs_only_where_cuda_is_in_use(monkeypatch: pytest.MonkeyPatch) -> None:
