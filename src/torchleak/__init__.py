@@ -1,8 +1,7 @@
 """torchleak: find, explain and stop memory leaks in PyTorch training.
 
 The import is light (no torch): ``torchleak.watch`` and ``torchleak.mark`` work whether
-or not the script runs under ``torchleak run``. ``torchleak.cleanup()`` frees what can be
-freed now and says what each step freed.
+or not the script runs under ``torchleak run``.
 """
 
 from __future__ import annotations
