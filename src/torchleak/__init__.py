@@ -8,5 +8,14 @@ from __future__ import annotations
 
 from torchleak.api import mark, monitor, on_guard, on_leak, watch
 
-__all__ = ["mark", "monitor", "on_guard", "on_leak", "watch"]
+__all__ = ["cleanup", "mark", "monitor", "on_guard", "on_leak", "watch"]
 __version__ = "0.2.0"
+
+
+def __getattr__(name: str) -> object:
+    # ``torchleak.cleanup()`` is loaded on first use: most scripts never call it.
+    if name == "cleanup":
+        from torchleak.system.cleanup import cleanup
+
+        return cleanup
+    raise AttributeError(f"module 'torchleak' has no attribute {name!r}")

@@ -22,6 +22,7 @@ COMMANDS: dict[str, str] = {
     "top": "watch a running trace live",
     "ls": "list recorded runs",
     "attach": "reach into a live run: run code in it, walk its holders, snapshot, clean up",
+    "doctor": "check the machine and a training script before a run",
 }
 
 

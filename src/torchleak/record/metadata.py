@@ -14,25 +14,9 @@ import psutil
 
 def cgroup_memory_limit() -> int | None:
     """The cgroup (v2 or v1) memory limit of this process, None when unlimited."""
-    candidates = [Path("/sys/fs/cgroup/memory.max"),
-                  Path("/sys/fs/cgroup/memory/memory.limit_in_bytes")]
-    try:
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            rel = line.split(":", 2)[-1].lstrip("/")
-            if rel:
-                candidates.insert(0, Path("/sys/fs/cgroup") / rel / "memory.max")
-    except OSError:
-        pass
-    for path in candidates:
-        try:
-            text = path.read_text().strip()
-        except OSError:
-            continue
-        if text and text != "max":
-            value = int(text)
-            if value < (1 << 60):  # v1 reports "unlimited" as a huge number
-                return value
-    return None
+    from torchleak.system.limits import cgroup_memory_limit as limit
+
+    return limit()
 
 
 def run_metadata(argv: list[str], script: str, name: str, budget_pct: float) -> dict[str, Any]:
