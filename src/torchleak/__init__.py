@@ -6,16 +6,8 @@ or not a monitor is active, and cost nothing when none is.
 
 from __future__ import annotations
 
-from torchleak.api import mark, monitor, on_guard, on_leak, watch
+from torchleak.api import cleanup, mark, monitor, on_guard, on_leak, watch
 
 __all__ = ["cleanup", "mark", "monitor", "on_guard", "on_leak", "watch"]
 __version__ = "0.2.0"
 
-
-def __getattr__(name: str) -> object:
-    # ``torchleak.cleanup()`` is loaded on first use: most scripts never call it.
-    if name == "cleanup":
-        from torchleak.system.cleanup import cleanup
-
-        return cleanup
-    raise AttributeError(f"module 'torchleak' has no attribute {name!r}")

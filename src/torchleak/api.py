@@ -107,6 +107,21 @@ def on_guard(fn: F) -> F:
     return fn
 
 
+def cleanup(verbose: bool = True) -> Any:
+    """Free what can be freed now (garbage cycles, CUDA's cached blocks, the C heap's
+    slack) and return what each step freed (printed too, with ``verbose``). Under an
+    active monitor, when nothing is freed, a holder walk says who holds the memory."""
+    from torchleak.system.cleanup import cleanup as run_cleanup
+
+    engine = sys.modules.get("torchleak.live.engine")
+    active = engine.active_monitor() if engine is not None else None
+    if active is None or active.recorder is None:
+        return run_cleanup(verbose=verbose)
+    from torchleak.live.control_cleanup import cleanup_here
+
+    return cleanup_here(active.recorder, sys._getframe(1), verbose=verbose)
+
+
 def monitor(**options: Any) -> Any:
     """Record this process: ``with torchleak.monitor(out="runs/x", guard="stop") as m:``
     (or ``m = torchleak.monitor(...).start()`` ... ``m.stop()``); ``m.report`` is the

@@ -1,5 +1,6 @@
 """Human formatting of bytes, counts, rates and durations: one unit system (IEC: KiB,
-MiB, GiB) for every screen torchleak prints, and the parser for sizes users type."""
+MiB, GiB) for every screen torchleak prints. (Sizes users type are read by
+``torchleak.system.limits.parse_size``.)"""
 
 from __future__ import annotations
 
@@ -78,26 +79,3 @@ def format_time(timestamp: object) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(n))
     except (OverflowError, OSError, ValueError):
         return "-"
-
-
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "ki": 1024,
-               "m": 1000**2, "mb": 1000**2, "mib": 1024**2, "mi": 1024**2,
-               "g": 1000**3, "gb": 1000**3, "gib": 1024**3, "gi": 1024**3,
-               "t": 1000**4, "tb": 1000**4, "tib": 1024**4, "ti": 1024**4}
-
-
-def parse_size(text: str) -> int:
-    """``"12GiB"``, ``"800MB"``, ``"1.5G"`` or a byte count -> bytes.
-
-    Raises ``ValueError`` with a message that shows the accepted forms."""
-    raw = str(text).strip().replace("_", "").replace(" ", "")
-    number = raw.rstrip("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
-    unit = raw[len(number):].lower()
-    try:
-        value = float(number)
-    except ValueError:
-        value = float("nan")
-    if unit not in _SIZE_UNITS or not math.isfinite(value) or value <= 0:
-        raise ValueError(f"{text!r} is not a memory size: use e.g. 12GiB, 800MB, 1.5G or a "
-                         "number of bytes")
-    return int(value * _SIZE_UNITS[unit])

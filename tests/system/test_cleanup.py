@@ -74,7 +74,7 @@ def test_memory_still_held_frees_nothing_and_says_who_can_tell(python) -> None: 
         import torch
         from torchleak.system.cleanup import cleanup
         history = [torch.ones(50_000_000)]
-        result = cleanup(explain=lambda: "history (list, 1 item, 191MiB) at train.py:3")
+        result = cleanup(explain=lambda: "history (list, 1 item, 191 MiB) at train.py:3")
         {REPORT}
     """)
     result = _result(out)
@@ -83,8 +83,8 @@ def test_memory_still_held_frees_nothing_and_says_who_can_tell(python) -> None: 
     lines = out.stderr.splitlines()
     held = next(l for l in lines if "freed almost nothing" in l)
     assert "in use by live objects" in held and "USS " in held
-    assert lines[-1] == "torchleak cleanup: history (list, 1 item, 191MiB) at train.py:3"
-    assert result["explanation"] == "history (list, 1 item, 191MiB) at train.py:3"
+    assert lines[-1] == "torchleak cleanup: history (list, 1 item, 191 MiB) at train.py:3"
+    assert result["explanation"] == "history (list, 1 item, 191 MiB) at train.py:3"
 
 
 def test_without_a_recorder_the_user_is_pointed_at_the_holder_walk(python) -> None:  # noqa: ANN001
@@ -117,7 +117,7 @@ def test_cuda_step_runs_only_where_cuda_is_in_use(monkeypatch: pytest.MonkeyPatc
     assert calls == ["empty_cache", "ipc_collect"]
     assert step.status == "done" and step.freed_cuda == 2 * 2**30
     assert result.freed_cuda == 2 * 2**30 and not result.freed_nothing
-    assert "freed 2GiB CUDA reserved" in str(result)
+    assert "freed 2 GiB CUDA reserved" in str(result)
 
 
 def test_cuda_is_never_initialised_by_cleanup(python) -> None:  # noqa: ANN001

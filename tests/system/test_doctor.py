@@ -79,7 +79,7 @@ def test_doctor_prints_ram_cgroup_shm_and_malloc(machine_json: dict) -> None:
                  "torch"):
         assert any(line[6:].startswith(f"{name}: ") for line in lines), name
     ram_line = next(line for line in lines if line[6:].startswith("RAM: "))
-    assert f"{ram / 2**30:.3g}GiB total" in ram_line
+    assert f"{ram / 2**30:.3g} GiB total" in ram_line
     malloc_line = next(line for line in lines if line[6:].startswith("malloc: "))
     if hasattr(os, "confstr") and os.confstr("CS_GNU_LIBC_VERSION"):
         assert os.confstr("CS_GNU_LIBC_VERSION") in malloc_line  # "glibc 2.36"

@@ -157,3 +157,34 @@ def test_healthy_run_keeps_its_output_and_exit_code(tmp_path: Path) -> None:
     assert plain.returncode == safe.returncode == 3
     assert safe.stdout == plain.stdout and "weights" in plain.stdout
     assert safe.stderr.startswith("torchleak --safe:")
+
+
+def test_torchleak_run_safe_applies_it_prints_it_and_reports_it(
+        retention_script: Path, tmp_path: Path) -> None:
+    """The same proof through the command users type: `torchleak run --safe`."""
+    import json
+
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    plain = subprocess.run([sys.executable, str(retention_script), "logits", "500"], env=env,
+                           capture_output=True, text=True, timeout=300)
+    safe = subprocess.run([sys.executable, "-m", "torchleak", "run", "--safe", "--out",
+                           str(tmp_path / "run"), "--json", str(tmp_path / "safe.json"),
+                           str(retention_script), "logits", "500"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert plain.returncode == safe.returncode == 0, safe.stderr
+    plain_uss, plain_losses = _uss_and_losses(plain.stdout)
+    safe_uss, safe_losses = _uss_and_losses(safe.stdout)
+    assert safe_losses == plain_losses
+    assert abs(_slope(safe_uss[3:])) <= 0.10 * _slope(plain_uss[3:])
+    lines = [line for line in safe.stderr.splitlines() if line.startswith("torchleak --safe:")]
+    assert any("MALLOC_ARENA_MAX" in line for line in lines), safe.stderr
+    report = json.loads((tmp_path / "safe.json").read_text())
+    settings = {s["setting"]: s for s in report["safe"]}
+    assert settings["MALLOC_ARENA_MAX"] == {"setting": "MALLOC_ARENA_MAX", "value": "4",
+                                            "was": None}
+    assert settings["malloc_trim(0)"].get("saved_bytes", 0) > 0  # what the trims gave back
+    unsafe = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
+                             str(tmp_path / "plain-run"), "--json", str(tmp_path / "plain.json"),
+                             str(retention_script), "logits", "60"], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert unsafe.returncode == 0 and json.loads((tmp_path / "plain.json").read_text())["safe"] == []

@@ -89,7 +89,7 @@ def test_nvidia_smi_rows_and_a_nearly_full_gpu() -> None:
                       GpuInventory(gpus, "nvidia-smi"), {})
     check = check_gpus(machine)
     assert check.status == "warn" and "nearly full" in check.why
-    assert check.value.startswith("0: NVIDIA H100 80GB HBM3, 79.6GiB total, 78.6GiB free")
+    assert check.value.startswith("0: NVIDIA H100 80GB HBM3, 79.6 GiB total, 78.6 GiB free")
 
 
 def test_gpu_machine_gets_the_mixed_precision_proposal() -> None:
@@ -112,4 +112,4 @@ def test_cgroup_near_its_limit_fails() -> None:
     machine = Machine(MachineMemory(2**36, 2**35, 0, 0), group, GpuInventory(), {})
     check = check_cgroup(machine)
     assert check.status == "fail"
-    assert check.value == "8GiB (memory.max, cgroup v2), 7.5GiB in use"
+    assert check.value == "8 GiB (memory.max, cgroup v2), 7.5 GiB in use"

@@ -56,7 +56,7 @@ def test_restored_even_when_the_block_raises(dataset: TensorDataset) -> None:
 def test_machine_cap_is_bounded_by_cpus_and_says_why() -> None:
     cap, reason = worker_cap(per_worker=1 << 30)
     assert 1 <= cap <= cpu_count()
-    assert f"{cpu_count()} CPUs" in reason and "/dev/shm" in reason and "workers of 1GiB" in reason
+    assert f"{cpu_count()} CPUs" in reason and "/dev/shm" in reason and "workers of 1 GiB" in reason
     tiny_memory_cap, _ = worker_cap(per_worker=1 << 50)
     assert tiny_memory_cap == 1  # never 0: that would change how the loader works
 

@@ -77,10 +77,9 @@ _ADVICE: dict[str, Advice] = {
         "sequence lengths; this is cached memory, not a leak",
         pattern("cuda-fragmentation")),
     K.ALLOCATOR_RETENTION: Advice(
-        "each small tensor kept pins the freed pages around it, so keep numbers rather than "
-        "many small tensors (`.item()` for a scalar, `.tolist()` for a few values), or run "
-        "with `torchleak run --safe` (or `MALLOC_MMAP_THRESHOLD_=65536`) so freed buffers "
-        "go back to the system",
+        "run with `torchleak run --safe` (it gives the allocator's freed pages back to the "
+        "system), and keep numbers rather than many small tensors (`.item()` for a scalar, "
+        "`.tolist()` for a few values): each small tensor kept pins the freed pages around it",
         pattern("allocator-retention")),
     K.NATIVE_MEMORY: Advice(
         "the memory is outside Python objects and tensors: free or reuse the native "

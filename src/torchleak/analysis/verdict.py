@@ -91,12 +91,22 @@ def _limit(data: RunData) -> dict[str, Any]:
 
 
 def _safe(meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The settings --safe applied, with what the heap trimming gave back."""
     safe = meta.get("safe")
     if not isinstance(safe, list):
         return []
-    return [{"setting": str(s.get("setting")), "value": str(s.get("value")),
-             "was": None if s.get("was") is None else str(s.get("was"))}
-            for s in safe if isinstance(s, dict) and s.get("setting")]
+    trims = meta.get("safe_trims") if isinstance(meta.get("safe_trims"), dict) else {}
+    found = []
+    for s in safe:
+        if not isinstance(s, dict) or not s.get("setting"):
+            continue
+        entry: dict[str, Any] = {"setting": str(s.get("setting")), "value": str(s.get("value")),
+                                 "was": None if s.get("was") is None else str(s.get("was"))}
+        if entry["setting"].startswith("malloc_trim") and number(trims.get("released")):
+            entry["saved_bytes"] = int(trims["released"])
+            entry["trims"] = int(number(trims.get("trims")) or 0)
+        found.append(entry)
+    return found
 
 
 def guard_record(meta: dict[str, Any]) -> dict[str, Any] | None:

@@ -44,6 +44,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--guard-minutes", metavar="MIN", type=float, default=10.0,
                         help="... or when the limit is projected within this many minutes "
                              "(default 10)")
+    parser.add_argument("--safe", nargs="?", const="default", metavar="MODE",
+                        help="apply settings that cannot change results before the script "
+                             "starts (allocator settings, heap trimming, CUDA expandable "
+                             "segments; MODE 'workers' also caps DataLoader workers, 'mmap' "
+                             "a fixed mmap threshold; docs/safe.md)")
     parser.add_argument("--json", metavar="FILE", help="write the verdict and findings as JSON")
     parser.add_argument("--fail-on-leak", action="store_true",
                         help=f"exit {EXIT_LEAK} when a leak is found and the script succeeded")
@@ -69,11 +74,13 @@ def execute(args: argparse.Namespace) -> int:
                              quiet=args.quiet, script=target.display,
                              argv=[target.display, *target.args], stream=sys.stderr,
                              annotate=_annotate_with_checker,
-                             control=False if args.no_control else None)
+                             control=False if args.no_control else None, safe=args.safe)
     monitor = Monitor(options)  # validates every option before the script starts
     monitor.start()
     if not args.quiet:
         monitor.say(f"torchleak: recording {target.display} -> {monitor.trace}")
+        for change in monitor.safe_changes:
+            monitor.say(change.line())
     outcome = run_target(target)
     report = monitor.stop("crashed" if outcome.raised else "finished", outcome.code)
     _flush_user_streams()

@@ -283,7 +283,7 @@ class ControlServer:
         elif op == "snapshot":
             action, title = snapshot_action(recorder, self.folder), "snapshot"
         else:
-            action, title = cleanup_action, "cleanup"
+            action, title = cleanup_action(recorder), "cleanup"
         return Job(op, action, f"{who}: {title}", lambda text: self._log(op, text),
                    lambda: recorder.step)
 

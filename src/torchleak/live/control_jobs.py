@@ -151,9 +151,11 @@ def snapshot_action(recorder: Recorder, folder: Path) -> Action:
     return run
 
 
-def cleanup_action(frame: FrameType | None) -> dict[str, Any]:
-    result = cleanup_in_process()
-    return {"ok": True, **result}
+def cleanup_action(recorder: Recorder) -> Action:
+    def run(frame: FrameType | None) -> dict[str, Any]:
+        return {"ok": True, **cleanup_in_process(recorder, frame)}
+
+    return run
 
 
 def _cuda_snapshot(folder: Path, step: int) -> str | None:

@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -27,14 +28,17 @@ from torchleak.live.detector import LiveDetector
 from torchleak.live.guard import GUARD_MODES, Guard, GuardSettings
 from torchleak.live.torch_import import when_torch_imported
 from torchleak.live.warnings import WarningPolicy
-from torchleak.record.metadata import cgroup_memory_limit, run_metadata
+from torchleak.record.metadata import run_metadata
 from torchleak.record.session import Recorder
 from torchleak.report import Finding, Report
 from torchleak.trace.catalog import runs_dir
 from torchleak.trace.reader import open_trace
 from torchleak.trace.schema import TRACE_FILENAME
 from torchleak.trace.writer import TraceClaimed
-from torchleak.units import format_bytes, parse_size
+from torchleak.system.limits import memory_limit, parse_size
+from torchleak.system.safe import apply_safe, parse_mode, slack_trimmer, stop_trimmer
+from torchleak.system.workers import cap_dataloaders
+from torchleak.units import format_bytes
 from torchleak.vocab import RunStatus
 
 _active: Monitor | None = None
@@ -61,6 +65,7 @@ class MonitorOptions:
     stream: IO[str] | None = None  # where our lines go (default: stderr at start)
     annotate: Callable[[Report], None] | None = None  # adds to the final report before it is kept
     control: bool | None = None  # attach: False = no eval/cleanup; None = $TORCHLEAK_CONTROL
+    safe: str | None = None  # --safe mode: 'default', 'workers', 'mmap' (or a combination)
 
     def validate(self) -> None:
         if not 0 < self.budget <= 1:
@@ -71,13 +76,13 @@ class MonitorOptions:
                              f"{self.guard!r}")
         if not 0 < self.guard_share <= 1:
             raise UsageError(f"the guard share must be in (0, 1], got {self.guard_share}")
-        if isinstance(self.limit, str):
+        if self.limit is not None:
             try:
-                self.limit = parse_size(self.limit)
-            except ValueError as err:
+                parse_size(self.limit)
+            except UsageError as err:
                 raise UsageError(f"--limit: {err}") from None
-        if self.limit is not None and int(self.limit) <= 0:
-            raise UsageError(f"--limit must be positive, got {self.limit}")
+        if self.safe is not None:
+            parse_mode(self.safe)  # a one-line UsageError for an unknown mode
 
 
 def rank_info() -> tuple[int | None, int]:
@@ -148,6 +153,10 @@ class Monitor:
         self._control: ControlServer | None = None
         self._cancel_import_wait: Any = None
         self._policy = WarningPolicy()
+        self.safe_changes: list[Any] = []
+        self._safe_stack = ExitStack()
+        self._caps: Any = None
+        self._cancel_caps: Any = None
         self._started = False
         self.status: str | None = None
 
@@ -180,8 +189,15 @@ class Monitor:
                             or stem, opts.budget * 100)
         meta.update(rank=rank, world_size=world, guard_settings={
             "mode": opts.guard, "share": opts.guard_share, "minutes": opts.guard_minutes})
-        limit = self._limit(meta)
-        meta["limit"] = {"bytes": limit[0], "name": limit[1]} if opts.limit else None
+        found = memory_limit(opts.limit)
+        limit = (found.bytes, found.name) if found is not None else (0, "unknown")
+        # The one decision of what the limit is: every projection reads it from here.
+        meta["limit"] = {"bytes": limit[0], "name": limit[1]} if found is not None else None
+        self.safe_changes = apply_safe(opts.safe) if opts.safe is not None else []
+        meta["safe"] = [change.to_dict() for change in self.safe_changes]
+        if opts.safe is not None and "workers" in parse_mode(opts.safe):
+            # DataLoader caps patch torch's class: only once the program has imported it.
+            self._cancel_caps = when_torch_imported(self._cap_dataloaders)
         try:
             self.recorder = Recorder(trace, meta, budget=opts.budget, on_fault=self._fault)
         except TraceClaimed:
@@ -204,15 +220,6 @@ class Monitor:
         self._control = start_control(recorder, self.folder, opts.control, self._live_report)
         self._started = True
 
-    def _limit(self, meta: dict[str, Any]) -> tuple[int, str]:
-        if self.options.limit is not None:
-            return int(self.options.limit), "--limit"
-        cgroup = cgroup_memory_limit()
-        ram = int(meta.get("ram_total") or 0)
-        if cgroup and (not ram or cgroup < ram):
-            return cgroup, "cgroup memory.max"
-        return ram, "RAM"
-
     def stop(self, status: str = RunStatus.FINISHED.value, exit_code: int | None = 0,
              analyse: bool = True) -> Report | None:
         """End the run: the final Report is written into the trace and returned."""
@@ -222,6 +229,7 @@ class Monitor:
         self._started = False
         if self._control is not None:
             self._control.stop()  # first: nothing attached runs while the run ends
+        self._end_safe()
         if self._cancel_import_wait is not None:
             self._cancel_import_wait()
         if self._guard is not None:
@@ -242,6 +250,27 @@ class Monitor:
             if _active is self:
                 _active = None
         return self.report
+
+    def _cap_dataloaders(self) -> None:
+        self._caps = self._safe_stack.enter_context(cap_dataloaders())
+
+    def _end_safe(self) -> None:
+        """Stop --safe's heap trimmer and DataLoader caps, and keep what they did."""
+        if self._cancel_caps is not None:
+            self._cancel_caps()
+        self._safe_stack.close()
+        if self.recorder is None:
+            return
+        changes = [c.to_dict() for c in self.safe_changes]
+        if self._caps is not None:
+            changes += [c.to_dict() for c in self._caps.changes]
+        if changes:
+            self.recorder.writer.set_meta("safe", changes)
+        trimmer = slack_trimmer() if self.safe_changes else None
+        if trimmer is not None:
+            self.recorder.writer.set_meta("safe_trims", trimmer.state.to_dict())
+        if self.safe_changes:
+            stop_trimmer()
 
     def _final_report(self) -> Report | None:
         """The analysis of the whole trace, streamed from the file (bounded memory)."""

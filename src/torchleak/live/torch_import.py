@@ -18,8 +18,10 @@ from typing import Any
 
 
 class _TorchImportFinder(importlib.abc.MetaPathFinder):
-    def __init__(self, callback: Callable[[], None]) -> None:
-        self._callback = callback
+    """One finder, however many callbacks: the first finder that answers wins an import."""
+
+    def __init__(self) -> None:
+        self.callbacks: list[Callable[[], None]] = []
         self._busy = False
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
@@ -49,10 +51,12 @@ class _TorchImportFinder(importlib.abc.MetaPathFinder):
         return spec
 
     def fire(self) -> None:
-        try:
-            self._callback()
-        except Exception:  # noqa: BLE001 - the program's import must succeed whatever we do
-            pass
+        callbacks, self.callbacks = self.callbacks, []
+        for callback in callbacks:
+            try:
+                callback()
+            except Exception:  # noqa: BLE001 - the program's import must succeed whatever we do
+                pass
 
     def remove(self) -> None:
         try:
@@ -72,6 +76,9 @@ def _find_with_others(me: Any, fullname: str, path: Sequence[str] | None,
     return None
 
 
+_finder = _TorchImportFinder()
+
+
 def when_torch_imported(callback: Callable[[], None]) -> Callable[[], None]:
     """Run ``callback`` once torch is imported (now, if it already is). Returns a function
     that cancels the wait."""
@@ -81,6 +88,14 @@ def when_torch_imported(callback: Callable[[], None]) -> Callable[[], None]:
         except Exception:  # noqa: BLE001
             pass
         return lambda: None
-    finder = _TorchImportFinder(callback)
-    sys.meta_path.insert(0, finder)
-    return finder.remove
+    _finder.callbacks.append(callback)
+    if _finder not in sys.meta_path:
+        sys.meta_path.insert(0, _finder)
+
+    def cancel() -> None:
+        if callback in _finder.callbacks:
+            _finder.callbacks.remove(callback)
+        if not _finder.callbacks:
+            _finder.remove()
+
+    return cancel

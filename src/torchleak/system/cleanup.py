@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from torchleak.system.allocator import detect_allocator, malloc_trim
-from torchleak.system.limits import format_size
+from torchleak.units import format_bytes
 from torchleak.system.procmem import MemoryNow, cuda_in_use, memory_now
 
 # Below this (USS and CUDA together) a cleanup "freed almost nothing".
@@ -149,8 +149,8 @@ def _safe_memory() -> MemoryNow:
 def _freed_text(uss: int | None, cuda: int | None) -> str:
     if uss is None and cuda is None:
         return "freed ? (memory unreadable here)"
-    parts = [f"{format_size(uss)} USS" if uss is not None and uss >= 64 << 10 else None,
-             f"{format_size(cuda)} CUDA reserved" if cuda is not None and cuda >= 64 << 10
+    parts = [f"{format_bytes(uss)} USS" if uss is not None and uss >= 64 << 10 else None,
+             f"{format_bytes(cuda)} CUDA reserved" if cuda is not None and cuda >= 64 << 10
              else None]
     freed = ", ".join(p for p in parts if p)
     return f"freed {freed}" if freed else "freed nothing"
@@ -165,8 +165,8 @@ def _step_line(step: CleanupStep) -> str:
 
 
 def _held_line(after: MemoryNow, explained: bool) -> str:
-    held = [f"USS {format_size(after.uss)}" if after.uss is not None else None,
-            f"CUDA reserved {format_size(after.cuda_reserved)}"
+    held = [f"USS {format_bytes(after.uss)}" if after.uss is not None else None,
+            f"CUDA reserved {format_bytes(after.cuda_reserved)}"
             if after.cuda_reserved is not None else None]
     what = ", ".join(h for h in held if h) or "its memory"
     who = ("what holds it:" if explained else
@@ -180,7 +180,7 @@ def _render(result: CleanupResult) -> list[str]:
     total = _freed_text(result.freed_uss, result.freed_cuda)
     rss = ""
     if result.before.rss is not None and result.after.rss is not None:
-        rss = f"; RSS {format_size(result.before.rss)} -> {format_size(result.after.rss)}"
+        rss = f"; RSS {format_bytes(result.before.rss)} -> {format_bytes(result.after.rss)}"
     lines.append(f"{PREFIX} {'total':26} {total}{rss}")
     if result.freed_nothing:
         lines.append(_held_line(result.after, bool(result.explanation)))

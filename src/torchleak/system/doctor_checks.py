@@ -11,7 +11,7 @@ from typing import Any
 
 from torchleak.system.allocator import detect_allocator
 from torchleak.system.doctor_model import Check, Machine
-from torchleak.system.limits import format_size as fmt
+from torchleak.units import format_bytes as fmt
 from torchleak.system.safe import ALLOC_CONF_VARS
 from torchleak.system.workers import shm_free
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from torchleak.system.doctor_model import Check, Machine, Proposal
-from torchleak.system.limits import format_size as fmt
+from torchleak.units import format_bytes as fmt
 from torchleak.system.script_scan import LoaderCall, ObjectStore, ScriptFacts
 from torchleak.system.workers import ASSUMED_BATCH_BYTES, MIN_WORKER_BYTES, worker_cap
 

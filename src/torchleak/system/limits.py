@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from torchleak.errors import UsageError
+from torchleak.units import format_bytes
 
 # cgroup v1 reports "no limit" as LONG_MAX rounded down to a page (9223372036854771712).
 _UNLIMITED = 1 << 60
@@ -227,7 +228,7 @@ def memory_limit(user_limit: int | str | None = None) -> MemoryLimit | None:
     candidates: list[MemoryLimit] = []
     if user_limit is not None:
         size = parse_size(user_limit)
-        shown = user_limit.strip() if isinstance(user_limit, str) else format_size(size)
+        shown = user_limit.strip() if isinstance(user_limit, str) else format_bytes(size)
         candidates.append(MemoryLimit(size, f"--limit {shown}"))
     group = cgroup_memory()
     if group is not None and group.max is not None:
@@ -274,14 +275,6 @@ def parse_size(text: str | int) -> int:
         raise UsageError(f"{text!r} is less than 1 MiB, too small for a memory limit{hint}")
     return int(size)
 
-
-def format_size(value: float) -> str:
-    """``12884901888`` -> ``"12GiB"``, ``1536 MiB`` -> ``"1.5GiB"`` (parse_size reads it)."""
-    for unit, factor in (("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20),
-                         ("KiB", 1 << 10)):
-        if abs(value) >= factor:
-            return f"{value / factor:.3g}{unit}"
-    return f"{int(value)}B"
 
 
 def page_size() -> int:

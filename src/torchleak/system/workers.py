@@ -19,7 +19,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchleak.system.limits import cgroup_memory, format_size, machine_memory, memory_limit
+from torchleak.system.limits import cgroup_memory, machine_memory, memory_limit
+from torchleak.units import format_bytes
 from torchleak.system.procmem import memory_now
 from torchleak.system.safe import SafeChange
 
@@ -78,14 +79,14 @@ def worker_cap(per_worker: int | None = None, prefetch: int = DEFAULT_PREFETCH,
     available = memory_available()
     if available is not None:
         caps.append((max(1, int(available * 0.8) // per),
-                     f"{format_size(available)} of memory left holds "
-                     f"{max(1, int(available * 0.8) // per)} workers of {format_size(per)}"))
+                     f"{format_bytes(available)} of memory left holds "
+                     f"{max(1, int(available * 0.8) // per)} workers of {format_bytes(per)}"))
     shm = shm_free()
     if shm is not None:
         batch = batch_bytes or ASSUMED_BATCH_BYTES
         fit = max(1, int(shm * 0.5) // (max(1, prefetch) * batch))
-        caps.append((fit, f"/dev/shm has {format_size(shm)} free for "
-                          f"{max(1, prefetch)} batches of {format_size(batch)} per worker"))
+        caps.append((fit, f"/dev/shm has {format_bytes(shm)} free for "
+                          f"{max(1, prefetch)} batches of {format_bytes(batch)} per worker"))
     cap, _ = min(caps, key=lambda item: item[0])
     return cap, "; ".join(text for _, text in caps)
 
@@ -93,7 +94,7 @@ def worker_cap(per_worker: int | None = None, prefetch: int = DEFAULT_PREFETCH,
 def plan_worker_caps(per_worker: int | None = None) -> WorkerCaps:
     cap, reason = worker_cap(per_worker)
     limit = memory_limit()
-    where = f" (limit: {limit.name} {format_size(limit.bytes)})" if limit else ""
+    where = f" (limit: {limit.name} {format_bytes(limit.bytes)})" if limit else ""
     return WorkerCaps(cap, True, reason + where)
 
 

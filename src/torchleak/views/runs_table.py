@@ -17,6 +17,8 @@ def _verdict(run: RunSummary) -> str:
         text = f"{run.verdict} ({run.findings})"
     if run.guard:
         text += f", guard {run.guard}"
+    if run.safe:
+        text += ", --safe"
     return text
 
 

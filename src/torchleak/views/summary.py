@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchleak.report import Finding, Report
+from torchleak.units import format_bytes
 from torchleak.views.renderers.details import (guard_text, oom_text, overhead_text,
                                                pattern_text, rate_text)
 
@@ -44,6 +45,10 @@ def format_summary(report: Report, trace: Path | None) -> str:
         # Small growth (a list of floats per epoch) is noted, not shouted about.
         names = ", ".join(f.holder_path or f.signal for f in minor)
         lines.append(f"  {len(minor)} small growing holder(s), low severity: {names}")
+    for change in report.safe:
+        if change.get("saved_bytes"):
+            lines.append(f"torchleak --safe: {change['setting']} gave back "
+                         f"{format_bytes(change['saved_bytes'])} in {change.get('trims')} trims")
     if report.overhead:
         lines.append(f"torchleak: its own cost {overhead_text(report.overhead)}")
     if trace is not None:

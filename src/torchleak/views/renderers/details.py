@@ -142,8 +142,10 @@ def metadata_rows(report: Report) -> list[tuple[str, str]]:
     if report.overhead:
         rows.append(("torchleak's cost", overhead_text(report.overhead)))
     for change in report.safe:
+        saved = (f"; gave back {format_bytes(change['saved_bytes'])} in {change.get('trims')} "
+                 "trims" if change.get("saved_bytes") else "")
         rows.append(("--safe", f"{change.get('setting')}={change.get('value')} "
-                               f"(was {change.get('was')})"))
+                               f"(was {change.get('was') or 'unset'}){saved}"))
     if run.get("cuda_snapshot"):
         rows.append(("CUDA allocator history", f"{run['cuda_snapshot']} (open it at "
                                                "pytorch.org/memory_viz)"))

@@ -53,6 +53,8 @@ def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
     guard = guard_text(report.guard)
     if guard:
         lines.append(Text(guard, style="bold red"))
+    lines += [Text(f"--safe: {value}", style="dim") for key, value in metadata_rows(report)
+              if key == "--safe"]
     lines += [Text(""), Text("memory over steps", style="bold"), Text(_signal_table(report,
                                                                                   spark_width))]
     for finding in report.findings:
