@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -72,6 +73,10 @@ class Recorder:
         self._census_measured = False
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 us; updated per census
         self.boundary_listeners: list[Callable[[int], None]] = []
+        # The newest measurements, for framework loggers: (step, rss, uss) and
+        # (step, tensors, tensor bytes) of the latest census.
+        self.latest: tuple[int, int, int] | None = None
+        self.latest_census: tuple[int, int, int] | None = None
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -82,7 +87,9 @@ class Recorder:
         self.writer.flush()
         self.writer.start()
         self._sampler.start()
-        os.register_at_fork(after_in_child=self._forked)
+        # A weak reference: a finished recorder (a notebook's earlier run) is not kept alive.
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forked(ref))
         self._last_boundary = time.perf_counter()
         self.scheduler.started = _process_start(self._last_boundary)
 
@@ -217,6 +224,7 @@ class Recorder:
                                          or start >= self.scheduler.next_due):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()
+        self.latest = (step, rss, uss)
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
                                   uss, None, gc.get_count()[0], (end - start) * 1000.0))
         for listener in self.boundary_listeners:
@@ -301,6 +309,7 @@ class Recorder:
         self._census_seconds_per_block = min(rate, self._census_seconds_per_block) if (
             self._census_measured) else rate
         self._census_measured = True
+        self.latest_census = (step, result.tensors, result.tensor_bytes)
         self._add_rows("census", [(step, time.time(), seconds * 1000.0, reason, result.tensors,
                                    result.tensor_bytes, result.grad_fn_tensors,
                                    result.graph_nodes, result.graph_bytes, result.gc_objects)])
@@ -354,6 +363,12 @@ class Recorder:
     def _emit_heap(self, step: int, t: float, sample: HeapSample) -> None:
         self.writer.add("heap_samples", (step, t, sample.py_blocks, sample.malloc_in_use,
                                          sample.malloc_free, sample.malloc_mmapped))
+
+
+def _forked(ref: weakref.ref[Recorder]) -> None:
+    recorder = ref()
+    if recorder is not None:
+        recorder._forked()
 
 
 def _epoch_number(value: str, current: int | None) -> int:
