@@ -61,6 +61,9 @@ def safe_options(options: dict[str, Any], where: str = "monitor") -> MonitorOpti
             continue
         accepted = candidate
     accepted.validate()  # converts a size like "12GiB" to bytes
+    if accepted.script is None:
+        accepted.script = _main_script()
+        accepted.argv = accepted.argv or list(sys.argv)
     return accepted
 
 
@@ -135,11 +138,7 @@ class InProcessMonitor(Monitor):
 
 
 def monitor(options: dict[str, Any], where: str = "monitor") -> InProcessMonitor:
-    opts = safe_options(options, where)
-    if opts.script is None:
-        opts.script = _main_script()
-        opts.argv = opts.argv or list(sys.argv)
-    return InProcessMonitor(opts)
+    return InProcessMonitor(safe_options(options, where))
 
 
 def _main_script() -> str | None:

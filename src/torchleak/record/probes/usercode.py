@@ -6,9 +6,12 @@ import functools
 import os
 import sys
 import sysconfig
+from collections.abc import Callable
 from types import FrameType, ModuleType
 
 import torch
+
+from torchleak.record.probes import access
 
 _TORCHLEAK_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -38,6 +41,26 @@ def user_frames(frame: FrameType | None) -> list[FrameType]:
     while frame is not None:
         if is_user_file(frame.f_code.co_filename):
             frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+def owner_frames(frame: FrameType | None, is_user_class: Callable[[type], bool]
+                 ) -> list[FrameType]:
+    """Library frames whose ``self`` is an object of the user's own class (a subclass of a
+    framework's Trainer, a LightningModule running its library-defined hooks), innermost
+    first, one per object: that object is the user's even though the code is not."""
+    frames: list[FrameType] = []
+    seen: set[int] = set()
+    while frame is not None:
+        code = frame.f_code
+        if (code.co_argcount and code.co_varnames[0] == "self"
+                and not is_user_file(code.co_filename)):
+            owner = access.frame_locals(frame).get("self")
+            if owner is not None and id(owner) not in seen and is_user_class(type(owner)):
+                seen.add(id(owner))
+                frames.append(frame)
+            del owner
         frame = frame.f_back
     return frames
 

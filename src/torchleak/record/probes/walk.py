@@ -65,7 +65,8 @@ def _key_part(key: Any, index: int) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _user_class(cls: type) -> bool:
+def user_class(cls: type) -> bool:
+    """A class defined in the user's own files."""
     module = sys.modules.get(cls.__module__)
     return is_user_file(getattr(module, "__file__", "") or "")
 
@@ -376,14 +377,14 @@ class Walk:
         if kind.__module__ == "ctypes" or (kind.__module__ or "").startswith("ctypes."):
             self.native_handle(obj, path)
             return
-        if depth >= LIBRARY_DEPTH and not _user_class(kind):
+        if depth >= LIBRARY_DEPTH and not user_class(kind):
             return  # deep inside a library object (a logging.Logger's registry of all loggers)
         attrs = own_attributes(obj)
         if not attrs:
             self.opaque(obj, path, depth)
             return
         owner = kind.__name__
-        library = not _user_class(kind)
+        library = not user_class(kind)
         self.attribute_set(attrs, path, owner)
         for name, value in attrs.items():
             child = f"{path}.{name}"
@@ -400,7 +401,7 @@ class Walk:
         if access.container_base(value) is not None:
             self.library_held.add(path)
             return path
-        if issubclass(kind, (type, torch.Tensor)) or not _user_class(kind):
+        if issubclass(kind, (type, torch.Tensor)) or not user_class(kind):
             return path
         name = kind.__name__
         if name in self.routes and name not in self.rerooted:
@@ -440,7 +441,7 @@ class Walk:
 
     def user_class(self, cls: type, path: str, depth: int) -> None:
         """Class-level caches and registries (lru_cache on methods, class lists)."""
-        if cls in self.seen_classes or not _user_class(cls):
+        if cls in self.seen_classes or not user_class(cls):
             return
         self.seen_classes.add(cls)
         for name, value in list(vars(cls).items()):
