@@ -30,7 +30,7 @@ import psutil
 from torchleak.record.metadata import torch_metadata
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
 from torchleak.record.schedule import ALL_ANCHORS, Scheduler
-from torchleak.record.steps import StepClock
+from torchleak.record.steps import StepClock, StepSources
 from torchleak.trace.writer import TraceWriter
 from torchleak.vocab import RunStatus
 
@@ -73,6 +73,8 @@ class Recorder:
         self._census_measured = False
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 us; updated per census
         self.boundary_listeners: list[Callable[[int], None]] = []
+        # What makes a step: optimizer | manual | forward | time (docs/detection.md).
+        self.sources = StepSources(self)
         # The newest measurements, for framework loggers: (step, rss, uss) and
         # (step, tensors, tensor bytes) of the latest census.
         self.latest: tuple[int, int, int] | None = None
@@ -118,6 +120,7 @@ class Recorder:
             self._on_optimizer_step(optimizer)
 
         self._hook = register_optimizer_step_post_hook(on_step)
+        self.sources.attach()  # loops with no optimizer: forward calls, else time samples
         for key, value in torch_metadata().items():
             self.writer.set_meta(key, value)
 
@@ -128,6 +131,7 @@ class Recorder:
             self._hook = None
         if self._modes is not None:
             self._modes.uninstall()
+        self.sources.detach()
         self._sampler.stop()
         if self.step > 0 and self._walker is not None:
             # Module globals and registries outlive the script; its locals do not.
@@ -194,12 +198,16 @@ class Recorder:
             self._disable("recorder", err)
             return
         if closes:
+            if self.sources.current != "optimizer":
+                self.sources.switch("optimizer")
             self.boundary(sys._getframe(2))
 
     def manual_step(self, frame: FrameType | None) -> None:
         if self._in_child:
             return
         self.clock.manual_step()
+        if self.sources.current != "manual":
+            self.sources.switch("manual")
         self.boundary(frame)
 
     def boundary(self, frame: FrameType | None) -> None:
@@ -346,6 +354,11 @@ class Recorder:
         if probe not in self._disabled:
             self._disabled.add(probe)
             self.event("probe_disabled", probe, f"{type(err).__name__}: {err}")
+
+    @property
+    def in_child(self) -> bool:
+        """In a forked child (a DataLoader worker): never records."""
+        return self._in_child
 
     @property
     def workers_uss(self) -> int:
