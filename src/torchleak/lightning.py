@@ -1,8 +1,8 @@
 """Lightning: ``Trainer(callbacks=[TorchleakCallback()])`` records the run with the one
 engine ``torchleak run`` uses (same trace, live warnings, guard and final report).
 
-- works with ``lightning.pytorch`` and ``pytorch_lightning`` (whichever is installed; the
-  callback is an instance of both when both are);
+- works with ``lightning.pytorch`` and ``pytorch_lightning`` (the one the program imported,
+  else whichever is installed; an instance of both when the program imported both);
 - phase marks from the trainer's hooks: epochs, validation, test;
 - the per-step memory series (main process, DataLoader workers, CUDA, tensors) and the
   findings go to every logger of the trainer (``trainer.loggers``, ``log_metrics``; the
@@ -24,18 +24,28 @@ from typing import Any
 from torchleak.live.attach import PREFIX, FrameworkRun, finding_text
 
 
+_FLAVOURS = ("lightning.pytorch", "pytorch_lightning")
+
+
 def _callback_bases() -> tuple[type, ...]:
-    bases: list[type] = []
-    for module in ("lightning.pytorch", "pytorch_lightning"):
+    """Lightning's Callback of each flavour the program imported (both: the callback is
+    an instance of both), else of the first one installed."""
+    import importlib
+    import sys
+
+    imported = [name for name in _FLAVOURS if name in sys.modules]
+    for name in imported or _FLAVOURS:
         try:
-            imported = __import__(module, fromlist=["Callback"])
+            module = importlib.import_module(name)
         except ImportError:
             continue
-        bases.append(imported.Callback)
-    if not bases:
-        raise ImportError("torchleak.lightning needs Lightning: pip install lightning "
-                          "(or pytorch-lightning)")
-    return tuple(bases)
+        bases = [module.Callback]
+        for other in imported:
+            if other != name:
+                bases.append(importlib.import_module(other).Callback)
+        return tuple(bases)
+    raise ImportError("torchleak.lightning needs Lightning: pip install lightning "
+                      "(or pytorch-lightning)")
 
 
 class TorchleakCallback(*_callback_bases()):  # type: ignore[misc]
