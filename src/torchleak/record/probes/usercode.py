@@ -82,6 +82,10 @@ def user_modules() -> list[tuple[str, ModuleType]]:
 
 def _scan_user_modules() -> list[tuple[str, ModuleType]]:
     found = []
+    main = sys.modules.get("__main__")
+    if isinstance(main, ModuleType) and not isinstance(getattr(main, "__file__", None), str):
+        # Interactive: a notebook's (IPython's) namespace, `python -c`, the REPL.
+        found.append(("notebook" if "IPython" in sys.modules else "__main__", main))
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
         if isinstance(module, ModuleType) and isinstance(filename, str) and is_user_file(filename) and name != "__mp_main__":
