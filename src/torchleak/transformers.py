@@ -56,6 +56,9 @@ class TorchleakCallback(TrainerCallback):  # type: ignore[misc]
         report = self._run.stop(barrier=_barrier)
         if report is not None:
             self.report = report
+            state.log_history.append({"torchleak/verdict_leak": float(report.verdict == "leak"),
+                                      "torchleak/serious_findings": float(len(report.serious)),
+                                      "step": state.global_step})
 
     def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._run.mark("epoch", round(state.epoch or 0))

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import warnings
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -90,6 +91,7 @@ class ForwardSteps:
         self._on_boundary = on_boundary
         self._clock = StepClock()
         self._handles: list[Any] = []
+        self._filter: Any = None
         self._thread: int | None = None
         self.calls = 0  # outermost forward calls seen
         self.steps = 0  # boundaries made
@@ -126,12 +128,28 @@ class ForwardSteps:
         # recovered from in `before`.
         self._handles = [register_module_forward_pre_hook(before),
                          register_module_forward_hook(after)]
+        self._quiet_compile_warning()
 
     def remove(self) -> None:
         """For good: an optimizer step or ``watch().step()`` defines the steps now."""
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
+        if self._filter is not None:
+            try:
+                warnings.filters.remove(self._filter)
+                warnings._filters_mutated()  # type: ignore[attr-defined]
+            except (ValueError, AttributeError):
+                pass
+            self._filter = None
+
+    def _quiet_compile_warning(self) -> None:
+        """A ``torch.compile``d module warns on every call while any global module hook
+        exists: ours must not change the program's output, so exactly that warning is
+        silenced while our hooks are installed."""
+        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when "
+                                r"there are global hooks", category=UserWarning)
+        self._filter = warnings.filters[0]
 
     @property
     def installed(self) -> bool:
