@@ -1,4 +1,5 @@
-"""Reading what a framework run left behind: its trace, its report, its loggers' files."""
+"""Reading what a framework run left behind (its trace, its report, its loggers' files),
+and the small training loop the in-process tests share."""
 
 from __future__ import annotations
 
@@ -41,3 +42,19 @@ def scalars(folder: Path) -> dict[str, list[tuple[int, float]]]:
         for tag in accumulator.Tags()["scalars"]:
             found.setdefault(tag, []).extend((e.step, e.value) for e in accumulator.Scalars(tag))
     return found
+
+
+def loop(steps: int, keep: list[Any] | None = None, features: int = 16) -> None:
+    """A tiny training loop; ``keep`` gets every step's loss with its graph (a leak)."""
+    import torch
+    from torch import nn
+
+    model = nn.Linear(features, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(steps):
+        loss = model(torch.randn(8, features)).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if keep is not None:
+            keep.append(loss)

@@ -10,23 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 import torchleak
 
+sys.path.insert(0, str(Path(__file__).parent))
+from frameworks import loop  # noqa: E402
+
 pytestmark = pytest.mark.integrations
-
-
-def loop(steps: int, keep: list[torch.Tensor] | None = None) -> None:
-    model = nn.Linear(16, 4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    for _ in range(steps):
-        loss = model(torch.randn(8, 16)).pow(2).mean()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        if keep is not None:
-            keep.append(loss)
 
 
 def test_bad_option_values_warn_once_and_keep_their_defaults(tmp_path: Path) -> None:

@@ -8,13 +8,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from torch import nn
 
 import torchleak
 from torchleak.cli import main
 
 sys.path.insert(0, str(Path(__file__).parent))
-from frameworks import scalars  # noqa: E402
+from frameworks import loop, scalars  # noqa: E402
 
 pytestmark = [pytest.mark.integrations,
               pytest.mark.skipif(not __import__("conftest").installed("tensorboard"),
@@ -24,16 +23,9 @@ pytestmark = [pytest.mark.integrations,
 @pytest.fixture(scope="module")
 def leaky_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("tb") / "run"
-    model = nn.Linear(32, 4)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    history = []
+    history: list[torch.Tensor] = []
     with torchleak.monitor(out=str(folder), quiet=True):
-        for _ in range(60):
-            loss = model(torch.randn(16, 32)).pow(2).mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            history.append(loss)
+        loop(60, history)
     return folder
 
 
@@ -45,7 +37,7 @@ def test_series_and_findings_exported(leaky_run: Path, tmp_path: Path,
     series = scalars(out)
     uss = series["torchleak/main_uss_mib"]
     assert len(uss) >= 50 and all(50 < v < 4096 for _, v in uss)
-    assert any(tag.startswith("torchleak/holders/") and "history" in tag for tag in series)
+    assert any(tag.startswith("torchleak/holders/") and "keep" in tag for tag in series)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     events = EventAccumulator(str(out))

@@ -53,9 +53,9 @@ def _empty_message(folder: Path, status: RunStatus) -> str:
     if status is RunStatus.RUNNING:
         return (f"run {folder} has no steps recorded yet (still starting up): watch it with "
                 f"`torchleak top {folder}`, or try again in a moment")
-    return (f"run {folder} ({status.value}) recorded no steps: torchleak counts a step at each "
-            "optimizer.step(), else at each forward call of the outermost model; did the "
-            "script reach its loop?")
+    return (f"run {folder} ({status.value}) recorded no training steps: torchleak counts a "
+            "step at each optimizer.step(), else at each forward call of the outermost model; "
+            "did the script reach its loop?")
 
 
 def run_report(run: RunFolder) -> Report:

@@ -344,18 +344,22 @@ class Monitor:
         return self.start()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        from torchleak.live.guard import GuardStop
-
-        if exc is None:
-            self.stop(RunStatus.FINISHED.value, 0)
-        elif isinstance(exc, GuardStop):
-            self.stop(RunStatus.STOPPED.value, exc.code if isinstance(exc.code, int) else 1)
-        else:
-            self.stop(RunStatus.CRASHED.value, 1)
+        self.stop(*exit_status(exc))
         if self.report is not None and not self.options.quiet:
             from torchleak.views.summary import format_summary
 
             self.say(format_summary(self.report, self.trace))
+
+
+def exit_status(exc: BaseException | None) -> tuple[str, int]:
+    """(run status, exit code) of a monitored block that ended with ``exc``."""
+    from torchleak.live.guard import GuardStop
+
+    if exc is None:
+        return RunStatus.FINISHED.value, 0
+    if isinstance(exc, GuardStop):
+        return RunStatus.STOPPED.value, exc.code if isinstance(exc.code, int) else 1
+    return RunStatus.CRASHED.value, 1
 
 
 def _plain(finding: Finding) -> dict[str, Any]:

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from torchleak.errors import TorchleakError
-from torchleak.live.engine import Monitor, MonitorOptions, active_monitor
+from torchleak.live.engine import Monitor, MonitorOptions, active_monitor, exit_status
 from torchleak.report import Report
 from torchleak.vocab import RunStatus
 
@@ -127,14 +127,7 @@ class InProcessMonitor(Monitor):
         return self.start()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        from torchleak.live.guard import GuardStop
-
-        if exc is None:
-            self.stop(RunStatus.FINISHED.value, 0)
-        elif isinstance(exc, GuardStop):
-            self.stop(RunStatus.STOPPED.value, exc.code if isinstance(exc.code, int) else 1)
-        else:
-            self.stop(RunStatus.CRASHED.value, 1)
+        self.stop(*exit_status(exc))  # stop() prints the summary
 
 
 def monitor(options: dict[str, Any], where: str = "monitor") -> InProcessMonitor:

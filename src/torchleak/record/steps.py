@@ -12,9 +12,10 @@ Loops without a ``torch.optim`` optimizer (evaluation, inference, RL rollouts) n
 code change: while no optimizer step has been seen, a step is one forward call of the
 outermost module (a module called while no other module's forward runs on that thread),
 learned like optimizer cycles (a policy and a value network called in turn make one
-step). The first such call never closes a step (an optimizer step may follow it), and the
-hooks go away at the first optimizer step, so a training loop pays for them only until
-then. With neither, a sample every ``TimeSteps.INTERVAL`` seconds is the step, once the
+step). The first ``LEARNING_CALLS`` (8) such calls never close a step (a training loop's
+forwards before its first optimizer step: accumulated micro-batches, a GAN's passes), and
+the hooks go away at the first optimizer step, so a training loop pays for them only
+until then. With neither, a sample every ``TimeSteps.INTERVAL`` seconds is the step, once the
 program has run ``TimeSteps.IDLE`` seconds with torch and no other step.
 ``torchleak.watch().step()`` is the explicit choice; once it is used, nothing else counts.
 """
@@ -75,6 +76,9 @@ class StepClock:
 
 
 Boundary = Callable[[FrameType | None], None]
+# Outermost forward calls that never close a step: a training loop's forwards before its
+# first optimizer step (a GAN's D and G passes, accumulated micro-batches) are not steps.
+LEARNING_CALLS = 8
 
 
 class ForwardSteps:
@@ -163,7 +167,7 @@ class ForwardSteps:
             return
         self.calls += 1
         # Keyed by class: a module rebuilt every iteration is still the same step.
-        if self._clock.observe(id(type(module))) and self.calls > 1:
+        if self._clock.observe(id(type(module))) and self.calls > LEARNING_CALLS:
             self.steps += 1
             self._on_boundary(sys._getframe(2))
 
