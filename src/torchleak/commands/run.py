@@ -75,10 +75,8 @@ def execute(args: argparse.Namespace) -> int:
     outcome = run_target(target)
     report = monitor.stop("crashed" if outcome.raised else "finished", outcome.code)
     _flush_user_streams()
-    if report is not None and world > 1 and speaks and monitor.folder is not None:
-        from torchleak.live.ranks import run_summary
-
-        report = run_summary(monitor.folder.parent, world) or report
+    if speaks:
+        report = _all_ranks(report, monitor, world)
     if report is not None:
         if json_path is not None:
             _write_json(json_path, report.to_json(), monitor)
@@ -96,6 +94,15 @@ def execute(args: argparse.Namespace) -> int:
             and report.verdict == "leak"):
         return EXIT_LEAK
     return outcome.code
+
+
+def _all_ranks(report: Report | None, monitor: Monitor, world: int) -> Report | None:
+    """Under torchrun, rank 0's report of every rank (once their traces are finished)."""
+    if report is None or world <= 1 or monitor.folder is None:
+        return report
+    from torchleak.live.ranks import run_summary
+
+    return run_summary(monitor.folder.parent, world) or report
 
 
 def _target(args: argparse.Namespace) -> Target:
