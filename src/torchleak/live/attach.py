@@ -37,6 +37,7 @@ class FrameworkRun:
         self._sent: set[str] = set()
         self._census_step = -1
         self._guard_handled = False
+        self._runs = 0  # runs started by this callback (each fit/validate/test call)
 
     @property
     def active(self) -> bool:
@@ -63,6 +64,9 @@ class FrameworkRun:
             return
         options = safe_options(dict({"name": name}, **self._options), self._where)
         options.rank, options.world_size = self.rank, self.world
+        self._runs += 1
+        if options.out and self._runs > 1:  # a later fit/test call of the same trainer
+            options.out = f"{options.out}-{self._runs}"
         if self.world > 1:
             options.quiet = options.quiet or self.rank != 0  # rank 0 speaks for the run
             base = options.out or run_folder(_without_rank(options), name)
