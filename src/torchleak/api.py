@@ -126,8 +126,12 @@ def monitor(**options: Any) -> Any:
     """Record this process: ``with torchleak.monitor(out="runs/x", guard="stop") as m:``
     (or ``m = torchleak.monitor(...).start()`` ... ``m.stop()``); ``m.report`` is the
     Report at the end. Options as ``torchleak run``: out, name, budget (a fraction),
-    limit ("12GiB"), guard, guard_share, guard_minutes, quiet, warnings, control (False:
-    ``torchleak attach`` may not run code in this process)."""
-    from torchleak.live.engine import Monitor, MonitorOptions
+    limit ("12GiB"), guard, guard_share, guard_minutes, quiet, warnings, safe, control
+    (False: ``torchleak attach`` may not run code in this process).
 
-    return Monitor(MonitorOptions(**options))
+    Never raises: a bad option value is warned about once and its default used; while
+    another monitor records the process (``torchleak run``, a callback), this one joins it.
+    """
+    from torchleak.live.inprocess import monitor as in_process
+
+    return in_process(options)

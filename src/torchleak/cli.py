@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (shell completion: `torchleak completion bash`)
 """The ``torchleak`` command: a thin dispatcher, one module per subcommand.
 
 Each ``torchleak.commands.<name>`` module has ``HELP``, ``configure(parser)`` and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -17,12 +19,13 @@ from torchleak.errors import EXIT_SOFTWARE, TorchleakError
 COMMANDS: dict[str, str] = {
     "run": "record a training script and say whether it leaks",
     "check": "find leak patterns in source code without running it",
-    "report": "render a recorded run as text, HTML or JSON",
+    "report": "render a recorded run as text, HTML or JSON, or export it to TensorBoard",
     "query": "run read-only SQL against a run's trace",
     "top": "watch a running trace live",
     "ls": "list recorded runs",
     "attach": "reach into a live run: run code in it, walk its holders, snapshot, clean up",
     "doctor": "check the machine and a training script before a run",
+    "completion": "print the shell code that completes torchleak's commands (bash, zsh, fish)",
 }
 
 
@@ -55,7 +58,12 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
-    parser = _build_parser(args_list)
+    completing = "_ARGCOMPLETE" in os.environ
+    parser = _build_parser(_completion_words() if completing else args_list)
+    if completing:
+        import argcomplete
+
+        argcomplete.autocomplete(parser)  # prints the completions and exits
     args = parser.parse_args(args_list)
     execute = getattr(args, "_execute", None)
     if execute is None:
@@ -81,7 +89,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_SOFTWARE
 
 
-def _debug() -> bool:
-    import os
+def _completion_words() -> list[str]:
+    """The words typed so far, when the shell asks for completions (the subcommand's
+    options are configured only for the subcommand being typed)."""
+    import shlex
 
+    try:
+        return shlex.split(os.environ.get("COMP_LINE", ""))[1:]
+    except ValueError:
+        return []
+
+
+def _debug() -> bool:
     return os.environ.get("TORCHLEAK_DEBUG", "") not in ("", "0")

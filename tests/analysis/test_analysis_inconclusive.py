@@ -49,11 +49,29 @@ def test_five_steps_are_inconclusive(tmp_path: Path) -> None:
     assert "5" in report.reason and "steps" in report.reason
 
 
-def test_a_loop_without_optimizer_or_watch_is_inconclusive(tmp_path: Path) -> None:
-    report = record_loop(manual_updates, tmp_path, "manual", SCRIPT).report
+def functional_updates(steps: int = 60) -> None:
+    """No optimizer and no nn.Module: nothing marks a step (time samples start only after
+    30 s of that)."""
+    weight = torch.randn(64, 4, requires_grad=True)
+    for _ in range(steps):
+        loss = (torch.randn(8, 64) @ weight).pow(2).mean()
+        loss.backward()
+        with torch.no_grad():
+            weight -= 0.01 * weight.grad
+            weight.grad = None
+
+
+def test_a_loop_without_optimizer_module_or_watch_is_inconclusive(tmp_path: Path) -> None:
+    report = record_loop(functional_updates, tmp_path, "functional", SCRIPT).report
     assert report.verdict == "inconclusive"
     assert report.steps == 0
     assert "watch" in report.reason
+
+
+def test_a_loop_without_optimizer_counts_the_models_forward_calls(tmp_path: Path) -> None:
+    run = record_loop(manual_updates, tmp_path, "manual", SCRIPT)
+    assert run.report.steps == 60 - 8  # the first 8 forward calls are never steps
+    assert run.report.verdict == "leak", run.explain()
 
 
 def test_watch_gives_the_same_loop_its_steps(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ per rank and a line that says which ranks leak.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from typing import Any
 from torchleak.analysis.series import load
 from torchleak.analysis.verdict import build_report
 from torchleak.errors import BadInput, TorchleakError, TraceError
-from torchleak.report import Report
+from torchleak.report import Finding, Report, Signal
 from torchleak.trace import rows
 from torchleak.trace.catalog import RunFolder, run_status, start_time
 from torchleak.trace.reader import open_trace, read_meta
@@ -52,23 +53,48 @@ def _empty_message(folder: Path, status: RunStatus) -> str:
     if status is RunStatus.RUNNING:
         return (f"run {folder} has no steps recorded yet (still starting up): watch it with "
                 f"`torchleak top {folder}`, or try again in a moment")
-    return (f"run {folder} ({status.value}) recorded no training steps: torchleak counts a step "
-            "at each optimizer.step(); did the script reach its training loop?")
+    return (f"run {folder} ({status.value}) recorded no training steps: torchleak counts a "
+            "step at each optimizer.step(), else at each forward call of the outermost model; "
+            "did the script reach its loop?")
 
 
 def run_report(run: RunFolder) -> Report:
-    """One rank: its report. Several: rank 0's, with every rank's verdict in ``ranks``."""
+    """One rank: its report. Several: rank 0's, with every rank's verdict in ``ranks``,
+    every rank's serious findings (named ``rank N: ...``) and each rank's main-process
+    memory as one signal of the chart "main USS per rank"."""
     reports = [trace_report(trace) for trace in run.traces]
     if len(reports) == 1:
         return reports[0]
     main = reports[0]
-    main.ranks = [rank_line(run.rank_of(t), r) for t, r in zip(run.traces, reports)]
+    ranked = list(zip((run.rank_of(t) for t in run.traces), reports))
+    per_rank = [s for s in (_rank_signal(rank, r) for rank, r in ranked) if s]
+    main.ranks = [rank_line(rank, r) for rank, r in ranked]
     leaking = [line for line in main.ranks if line["verdict"] == "leak"]
     if leaking and main.verdict != "leak":
         main.verdict = "leak"
     main.reason = ranks_sentence(main.ranks) + (f"; rank {main.ranks[0]['rank']}: "
                                                 f"{main.reason}" if main.reason else "")
+    main.findings = [_of_rank(rank, f) for rank, r in ranked for f in r.findings
+                     if f.serious or rank == ranked[0][0]]
+    main.findings.sort(key=lambda f: not f.serious)
+    main.steps = max(r.steps for r in reports)
+    main.signals += per_rank
     return main
+
+
+def _of_rank(rank: int | None, finding: Finding) -> Finding:
+    return dataclasses.replace(finding, culprit=f"rank {rank}: {finding.culprit}")
+
+
+def _rank_signal(rank: int | None, report: Report) -> Signal | None:
+    """A rank's main USS, drawn with the other ranks' in one chart."""
+    main = report.signal("main_uss")
+    if main is None:
+        return None
+    state = "leaks" if report.verdict == "leak" else "flat"
+    return dataclasses.replace(main, name=f"rank{rank}_main_uss", label=f"rank {rank} ({state})",
+                               chart="ranks", chart_title="main USS per rank",
+                               primary=report.verdict == "leak")
 
 
 def rank_reports(run: RunFolder) -> list[tuple[int | None, Report]]:
@@ -136,6 +162,14 @@ def _summarize(run: RunFolder) -> RunSummary:
         peak_rss = rows.peak(conn, "steps", "rss")
         peak_cuda = rows.peak(conn, "cuda_samples", "reserved")
         verdict, count = _verdict(meta, conn, status)
+    for other in run.traces[1:]:  # a run leaks when any of its ranks leaks
+        with open_trace(other) as opened:
+            rank_meta = read_meta(opened.conn)
+            rank_verdict, rank_count = _verdict(rank_meta, opened.conn,
+                                                run_status(rank_meta, other))
+        count += rank_count
+        if rank_verdict.startswith("leak") and not verdict.startswith("leak"):
+            verdict = rank_verdict
     start = meta.get("start_time")
     guard = meta.get("guard") if isinstance(meta.get("guard"), dict) else None
     safe = meta.get("safe") if isinstance(meta.get("safe"), list) else []

@@ -8,16 +8,19 @@ from pathlib import Path
 
 from torchleak.errors import OutputNotWritable
 
-HELP = "render a recorded run as text, HTML or JSON"
+HELP = "render a recorded run as text, HTML or JSON, or export it to TensorBoard"
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("run", nargs="?", default=None,
                         help="run folder or trace.sqlite (default: the newest run)")
-    parser.add_argument("--format", "-f", choices=("text", "html", "json"), default=None,
-                        help="output format (default: html when -o ends in .html, else text)")
+    parser.add_argument("--format", "-f", choices=("text", "html", "json", "tensorboard"),
+                        default=None, help="output format (default: html when -o ends in "
+                        ".html, else text); tensorboard writes event files into the folder "
+                        "given with -o")
     parser.add_argument("-o", "--output", type=Path, default=None,
-                        help="write to this file instead of standard output")
+                        help="write to this file instead of standard output (a folder for "
+                             "--format tensorboard)")
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where to find the newest run (default: $TORCHLEAK_RUNS_DIR or "
                              "./torchleak-runs)")
@@ -30,6 +33,8 @@ def execute(args: argparse.Namespace) -> int:
     from torchleak.views import get_renderer
 
     fmt = args.format or _format_for(args.output)
+    if fmt == "tensorboard":
+        return _tensorboard(args)
     options = {}
     if fmt == "text":
         to_terminal = args.output is None and sys.stdout.isatty()
@@ -46,6 +51,27 @@ def execute(args: argparse.Namespace) -> int:
     except OSError as err:
         raise OutputNotWritable(f"cannot write {args.output}: {err.strerror or err}") from None
     print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def _tensorboard(args: argparse.Namespace) -> int:
+    from torchleak.analysis.runs import run_report
+    from torchleak.errors import UsageError
+    from torchleak.trace.catalog import resolve_run
+    from torchleak.views.tensorboard import write_tensorboard
+
+    if args.output is None:
+        raise UsageError("--format tensorboard writes event files into a folder: pass "
+                         "-o DIR (then: tensorboard --logdir DIR)")
+    if args.output.exists() and not args.output.is_dir():
+        raise UsageError(f"-o {args.output} is a file: --format tensorboard needs a folder")
+    report = run_report(resolve_run(args.run, args.runs_dir))
+    try:
+        count = write_tensorboard(report, args.output)
+    except OSError as err:
+        raise OutputNotWritable(f"cannot write {args.output}: {err.strerror or err}") from None
+    print(f"wrote {count:,} scalars and {len(report.findings)} findings to {args.output} "
+          f"(tensorboard --logdir {args.output})", file=sys.stderr)
     return 0
 
 

@@ -62,32 +62,36 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from torchleak.live.engine import Monitor, MonitorOptions
+    from torchleak.live.engine import Monitor, MonitorOptions, rank_info
     from torchleak.live.runner import die_like_python, run_target, validate
 
     target = _target(args)
     validate(target)
-    json_path = _json_path(args.json)
+    rank, world = rank_info()
+    speaks = rank in (None, 0)  # under torchrun rank 0 alone prints, for every rank
+    json_path = _json_path(args.json) if speaks else None
     options = MonitorOptions(out=args.out, name=args.name or target.stem,
                              budget=args.budget / 100, limit=args.limit, guard=args.guard,
                              guard_share=args.guard_at / 100, guard_minutes=args.guard_minutes,
-                             quiet=args.quiet, script=target.display,
+                             quiet=args.quiet or not speaks, script=target.display,
                              argv=[target.display, *target.args], stream=sys.stderr,
                              annotate=_annotate_with_checker,
                              control=False if args.no_control else None, safe=args.safe)
     monitor = Monitor(options)  # validates every option before the script starts
     monitor.start()
-    if not args.quiet:
+    if not monitor.options.quiet:
         monitor.say(f"torchleak: recording {target.display} -> {monitor.trace}")
         for change in monitor.safe_changes:
             monitor.say(change.line())
     outcome = run_target(target)
     report = monitor.stop("crashed" if outcome.raised else "finished", outcome.code)
     _flush_user_streams()
+    if speaks:
+        report = _all_ranks(report, monitor, world)
     if report is not None:
         if json_path is not None:
             _write_json(json_path, report.to_json(), monitor)
-        if not args.quiet:
+        if not monitor.options.quiet:
             from torchleak.views.summary import format_summary
 
             monitor.say(format_summary(report, monitor.trace))
@@ -95,9 +99,21 @@ def execute(args: argparse.Namespace) -> int:
         _write_json(json_path, '{"verdict": "inconclusive", "steps": 0, "findings": [], '
                                '"reason": "analysis failed"}', monitor)
     die_like_python(outcome)
-    if args.fail_on_leak and outcome.code == 0 and report is not None and report.verdict == "leak":
+    # Under torchrun rank 0 judges the whole run: a leaking rank exiting early would make
+    # the launcher stop rank 0 before it speaks.
+    if (args.fail_on_leak and speaks and outcome.code == 0 and report is not None
+            and report.verdict == "leak"):
         return EXIT_LEAK
     return outcome.code
+
+
+def _all_ranks(report: Report | None, monitor: Monitor, world: int) -> Report | None:
+    """Under torchrun, rank 0's report of every rank (once their traces are finished)."""
+    if report is None or world <= 1 or monitor.folder is None:
+        return report
+    from torchleak.live.ranks import run_summary
+
+    return run_summary(monitor.folder.parent, world) or report
 
 
 def _target(args: argparse.Namespace) -> Target:

@@ -66,6 +66,10 @@ class MonitorOptions:
     annotate: Callable[[Report], None] | None = None  # adds to the final report before it is kept
     control: bool | None = None  # attach: False = no eval/cleanup; None = $TORCHLEAK_CONTROL
     safe: str | None = None  # --safe mode: 'default', 'workers', 'mmap' (or a combination)
+    # A framework's own rank and world size (Lightning, Accelerate); None: the launcher's
+    # environment (RANK, WORLD_SIZE).
+    rank: int | None = None
+    world_size: int | None = None
 
     def validate(self) -> None:
         if not 0 < self.budget <= 1:
@@ -85,8 +89,11 @@ class MonitorOptions:
             parse_mode(self.safe)  # a one-line UsageError for an unknown mode
 
 
-def rank_info() -> tuple[int | None, int]:
+def rank_info(options: MonitorOptions | None = None) -> tuple[int | None, int]:
     """(rank, world size) under a multi-process launcher, else (None, 1)."""
+    if options is not None and options.world_size is not None:
+        world = max(1, int(options.world_size))
+        return (int(options.rank or 0) if world > 1 else None), world
     try:
         world = int(os.environ.get("WORLD_SIZE", "1"))
         rank = int(os.environ["RANK"]) if world > 1 and "RANK" in os.environ else None
@@ -98,19 +105,37 @@ def rank_info() -> tuple[int | None, int]:
 def run_folder(options: MonitorOptions, stem: str) -> Path:
     """The folder of this run: ``--out``, else one per launch in the runs folder. All
     ranks of one launch share it (keyed by the launcher's run id), one trace per rank."""
-    rank, _world = rank_info()
+    rank, _world = rank_info(options)
     if options.out:
         base = Path(options.out)
     else:
         name = options.name or stem
-        launch = os.environ.get("TORCHELASTIC_RUN_ID") if rank is not None else None
-        if launch and launch != "none":
+        launch = launch_key() if rank is not None else None
+        if launch:
             base = runs_dir() / f"{name}-{launch}"
         else:
             base = runs_dir() / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
             if rank is None:
                 base = _free_name(base)
     return base / f"rank{rank}" if rank is not None else base
+
+
+def launch_key() -> str | None:
+    """What the ranks of one launch share: torchrun's run id, or (its default id 'none')
+    the start time and pid of the local agent that started every rank of this node."""
+    launch = os.environ.get("TORCHELASTIC_RUN_ID")
+    if launch is None:
+        return None
+    if launch != "none":
+        return launch
+    import psutil
+
+    try:
+        agent = psutil.Process(os.getppid())
+        started = time.strftime("%Y%m%d-%H%M%S", time.localtime(agent.create_time()))
+    except (psutil.Error, OSError, ValueError):
+        return None
+    return f"{started}-{agent.pid}"
 
 
 def _free_name(base: Path) -> Path:
@@ -164,6 +189,19 @@ class Monitor:
     def trace(self) -> Path | None:
         return self.folder / TRACE_FILENAME if self.folder else None
 
+    @property
+    def live_report(self) -> Report | None:
+        """The live detector's latest Report (None before its first pass)."""
+        return self._detector.latest if self._detector is not None else None
+
+    @property
+    def guard(self) -> Guard | None:
+        return self._guard
+
+    @property
+    def running(self) -> bool:
+        return self._started
+
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> Monitor:
         global _active
@@ -184,7 +222,7 @@ class Monitor:
         stem = Path(opts.script).stem if opts.script else "run"
         self.folder = run_folder(opts, stem)
         trace = claim_folder(self.folder)
-        rank, world = rank_info()
+        rank, world = rank_info(opts)
         meta = run_metadata(opts.argv or [opts.script or ""], opts.script or "", opts.name
                             or stem, opts.budget * 100)
         meta.update(rank=rank, world_size=world, guard_settings={
@@ -348,18 +386,22 @@ class Monitor:
         return self.start()
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        from torchleak.live.guard import GuardStop
-
-        if exc is None:
-            self.stop(RunStatus.FINISHED.value, 0)
-        elif isinstance(exc, GuardStop):
-            self.stop(RunStatus.STOPPED.value, exc.code if isinstance(exc.code, int) else 1)
-        else:
-            self.stop(RunStatus.CRASHED.value, 1)
+        self.stop(*exit_status(exc))
         if self.report is not None and not self.options.quiet:
             from torchleak.views.summary import format_summary
 
             self.say(format_summary(self.report, self.trace))
+
+
+def exit_status(exc: BaseException | None) -> tuple[str, int]:
+    """(run status, exit code) of a monitored block that ended with ``exc``."""
+    from torchleak.live.guard import GuardStop
+
+    if exc is None:
+        return RunStatus.FINISHED.value, 0
+    if isinstance(exc, GuardStop):
+        return RunStatus.STOPPED.value, exc.code if isinstance(exc.code, int) else 1
+    return RunStatus.CRASHED.value, 1
 
 
 def _plain(finding: Finding) -> dict[str, Any]:

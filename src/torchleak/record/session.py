@@ -19,6 +19,7 @@ import json
 import os
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
@@ -30,7 +31,7 @@ from torchleak.record.metadata import torch_metadata
 from torchleak.record.probes.heap import HeapProbe
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
 from torchleak.record.schedule import ALL_ANCHORS, Scheduler
-from torchleak.record.steps import StepClock
+from torchleak.record.steps import StepClock, StepSources
 from torchleak.trace.writer import TraceWriter
 from torchleak.vocab import RunStatus
 
@@ -79,6 +80,12 @@ class Recorder:
         self._census_measured = False
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 us; updated per census
         self.boundary_listeners: list[Callable[[int], None]] = []
+        # What makes a step: optimizer | manual | forward | time (docs/detection.md).
+        self.sources = StepSources(self)
+        # The newest measurements, for framework loggers: (step, rss, uss) and
+        # (step, tensors, tensor bytes) of the latest census.
+        self.latest: tuple[int, int, int] | None = None
+        self.latest_census: tuple[int, int, int] | None = None
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -89,7 +96,9 @@ class Recorder:
         self.writer.flush()
         self.writer.start()
         self._sampler.start()
-        os.register_at_fork(after_in_child=self._forked)
+        # A weak reference: a finished recorder (a notebook's earlier run) is not kept alive.
+        ref = weakref.ref(self)
+        os.register_at_fork(after_in_child=lambda: _forked(ref))
         self._last_boundary = time.perf_counter()
         self.scheduler.started = _process_start(self._last_boundary)
 
@@ -120,6 +129,7 @@ class Recorder:
             self._on_optimizer_step(optimizer)
 
         self._hook = register_optimizer_step_post_hook(on_step)
+        self.sources.attach()  # loops with no optimizer: forward calls, else time samples
         for key, value in torch_metadata().items():
             self.writer.set_meta(key, value)
 
@@ -130,6 +140,7 @@ class Recorder:
             self._hook = None
         if self._modes is not None:
             self._modes.uninstall()
+        self.sources.detach()
         self._sampler.stop()
         if self.step > 0 and self._walker is not None:
             # Module globals and registries outlive the script; its locals do not.
@@ -225,12 +236,16 @@ class Recorder:
             self._disable("recorder", err)
             return
         if closes:
+            if self.sources.current != "optimizer":
+                self.sources.switch("optimizer")
             self.boundary(sys._getframe(2))
 
     def manual_step(self, frame: FrameType | None) -> None:
         if self._in_child:
             return
         self.clock.manual_step()
+        if self.sources.current != "manual":
+            self.sources.switch("manual")
         self.boundary(frame)
 
     def boundary(self, frame: FrameType | None) -> None:
@@ -258,6 +273,7 @@ class Recorder:
                                          or start >= self.scheduler.next_due):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()
+        self.latest = (step, rss, uss)
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
                                   uss, None, gc.get_count()[0], (end - start) * 1000.0))
         for listener in self.boundary_listeners:
@@ -346,6 +362,7 @@ class Recorder:
         self._census_seconds_per_block = min(rate, self._census_seconds_per_block) if (
             self._census_measured) else rate
         self._census_measured = True
+        self.latest_census = (step, result.tensors, result.tensor_bytes)
         self._add_rows("census", [(step, time.time(), seconds * 1000.0, reason, result.tensors,
                                    result.tensor_bytes, result.grad_fn_tensors,
                                    result.graph_nodes, result.graph_bytes, result.gc_objects)])
@@ -386,6 +403,11 @@ class Recorder:
             self.event("probe_disabled", probe, f"{type(err).__name__}: {err}")
 
     @property
+    def in_child(self) -> bool:
+        """In a forked child (a DataLoader worker): never records."""
+        return self._in_child
+
+    @property
     def workers_uss(self) -> int:
         """The DataLoader workers' summed USS at the sampler's latest sweep."""
         return self._sampler.children_uss
@@ -401,6 +423,12 @@ class Recorder:
     def _emit_heap(self, step: int, t: float, sample: HeapSample) -> None:
         self.writer.add("heap_samples", (step, t, sample.py_blocks, sample.malloc_in_use,
                                          sample.malloc_free, sample.malloc_mmapped))
+
+
+def _forked(ref: weakref.ref[Recorder]) -> None:
+    recorder = ref()
+    if recorder is not None:
+        recorder._forked()
 
 
 def _epoch_number(value: str, current: int | None) -> int:

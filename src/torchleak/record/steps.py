@@ -8,11 +8,29 @@ optimizer that only steps occasionally never becomes the boundary. If the bounda
 optimizer stops stepping while another keeps stepping (a new optimizer for a second
 training stage), the other one takes over.
 
-Loops without a ``torch.optim`` optimizer call ``torchleak.watch().step()``; once that
-is used, optimizer calls no longer count.
+Loops without a ``torch.optim`` optimizer (evaluation, inference, RL rollouts) need no
+code change: while no optimizer step has been seen, a step is one forward call of the
+outermost module (a module called while no other module's forward runs on that thread),
+learned like optimizer cycles (a policy and a value network called in turn make one
+step). The first ``LEARNING_CALLS`` (8) such calls never close a step (a training loop's
+forwards before its first optimizer step: accumulated micro-batches, a GAN's passes), and
+the hooks go away at the first optimizer step, so a training loop pays for them only
+until then. With neither, a sample every ``TimeSteps.INTERVAL`` seconds is the step, once the
+program has run ``TimeSteps.IDLE`` seconds with torch and no other step.
+``torchleak.watch().step()`` is the explicit choice; once it is used, nothing else counts.
 """
 
 from __future__ import annotations
+
+import sys
+import threading
+import warnings
+from collections.abc import Callable
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from torchleak.record.session import Recorder
 
 
 class StepClock:
@@ -55,3 +73,207 @@ class StepClock:
     def manual_step(self) -> bool:
         self.manual = True
         return True
+
+
+Boundary = Callable[[FrameType | None], None]
+# Outermost forward calls that never close a step: a training loop's forwards before its
+# first optimizer step (a GAN's D and G passes, accumulated micro-batches) are not steps.
+LEARNING_CALLS = 8
+
+
+class ForwardSteps:
+    """Step boundaries from the outermost module's forward calls (see the module doc).
+
+    Two global hooks (before and after every module's forward) keep a per-thread depth:
+    a forward that returns to depth 0 was the outermost. Any global hook sends every
+    module call through torch's slower call path: ~3-7 us more per module call in all
+    (``benchmarks/forward_steps.py``, BENCHMARKS.md), paid only while no optimizer step
+    has been seen. Inside ``torch.compile`` both hooks return at once (no graph break).
+    """
+
+    def __init__(self, on_boundary: Boundary) -> None:
+        self._on_boundary = on_boundary
+        self._clock = StepClock()
+        self._handles: list[Any] = []
+        self._filter: Any = None
+        self._thread: int | None = None
+        self.calls = 0  # outermost forward calls seen
+        self.steps = 0  # boundaries made
+
+    def install(self) -> None:
+        import torch
+        from torch.nn.modules.module import (register_module_forward_hook,
+                                             register_module_forward_pre_hook)
+
+        is_compiling = torch.compiler.is_compiling
+        local = threading.local()
+        outermost = self._outermost
+
+        def before(module: Any, args: Any) -> None:
+            if is_compiling():
+                return
+            depth = getattr(local, "depth", 0)
+            if depth and module is getattr(local, "outer", None):
+                depth = 0  # the outermost called again: its last call raised, no `after`
+            if depth == 0:
+                local.outer = module
+            local.depth = depth + 1
+
+        def after(module: Any, args: Any, output: Any) -> None:
+            if is_compiling():
+                return
+            depth = getattr(local, "depth", 1) - 1
+            local.depth = depth
+            if depth == 0:
+                local.outer = None
+                outermost(module)
+
+        # No always_call: it costs ~2 us more per module call; a raising forward is
+        # recovered from in `before`.
+        self._handles = [register_module_forward_pre_hook(before),
+                         register_module_forward_hook(after)]
+        self._quiet_compile_warning()
+
+    def remove(self) -> None:
+        """For good: an optimizer step or ``watch().step()`` defines the steps now."""
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        if self._filter is not None:
+            try:
+                warnings.filters.remove(self._filter)
+                warnings._filters_mutated()  # type: ignore[attr-defined]
+            except (ValueError, AttributeError):
+                pass
+            self._filter = None
+
+    def _quiet_compile_warning(self) -> None:
+        """A ``torch.compile``d module warns on every call while any global module hook
+        exists: ours must not change the program's output, so exactly that warning is
+        silenced while our hooks are installed."""
+        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when "
+                                r"there are global hooks", category=UserWarning)
+        self._filter = warnings.filters[0]
+
+    @property
+    def installed(self) -> bool:
+        return bool(self._handles)
+
+    def _outermost(self, module: Any) -> None:
+        ident = threading.get_ident()
+        if self._thread is None:
+            self._thread = ident  # the loop's thread; other threads' calls do not count
+        elif ident != self._thread:
+            return
+        self.calls += 1
+        # Keyed by class: a module rebuilt every iteration is still the same step.
+        if self._clock.observe(id(type(module))) and self.calls > LEARNING_CALLS:
+            self.steps += 1
+            self._on_boundary(sys._getframe(2))
+
+
+class TimeSteps:
+    """The last resort: neither an optimizer step nor a module forward in ``IDLE`` seconds
+    of a program that uses torch; then a sample every ``INTERVAL`` seconds is a step,
+    taken on this thread with the loop thread's frame, until any other step is seen."""
+
+    IDLE = 30.0
+    INTERVAL = 2.0
+
+    def __init__(self, on_sample: Callable[[FrameType | None], None],
+                 other_steps: Callable[[], bool], loop_thread: int) -> None:
+        self._on_sample = on_sample
+        self._other_steps = other_steps
+        self._loop_thread = loop_thread
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="torchleak-time-steps",
+                                        daemon=True)
+        self.samples = 0
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        if self._stop.wait(self.IDLE) or self._other_steps():
+            return
+        while not self._stop.wait(self.INTERVAL if self.samples else 0):
+            if self._other_steps():
+                return
+            frame = sys._current_frames().get(self._loop_thread)
+            try:
+                self._on_sample(frame)
+            finally:
+                del frame
+            self.samples += 1
+
+
+STEP_DEFINITIONS = {
+    "optimizer": "one optimizer step cycle (docs/detection.md)",
+    "manual": "one torchleak.watch().step() call",
+    "forward": "one forward call of the outermost module (no optimizer step seen; "
+               "docs/detection.md)",
+    "time": f"one sample every {TimeSteps.INTERVAL:g} s (no optimizer step or module "
+            "forward seen; docs/detection.md)",
+}
+
+
+class StepSources:
+    """Which kind of boundary makes the recorder's steps. Optimizer steps and ``watch()``
+    win for good (the forward hooks and the time sampler go away); forward calls count
+    only while neither was seen; time samples only while nothing else was."""
+
+    def __init__(self, recorder: Recorder) -> None:
+        self._recorder = recorder
+        self.current: str | None = None
+        self._forward: ForwardSteps | None = None
+        self._time: TimeSteps | None = None
+
+    def attach(self) -> None:
+        """Called once torch is imported, on the thread that will run the loop."""
+        self._forward = ForwardSteps(self._forward_boundary)
+        self._forward.install()
+        self._time = TimeSteps(self._time_sample, lambda: self.current not in (None, "time"),
+                               threading.get_ident())
+        self._time.start()
+
+    def detach(self) -> None:
+        if self._forward is not None:
+            self._forward.remove()
+        if self._time is not None:
+            self._time.stop()
+
+    def switch(self, source: str) -> None:
+        """The first step of a kind."""
+        previous, self.current = self.current, source
+        if source in ("optimizer", "manual") and self._forward is not None:
+            self._forward.remove()
+        if source != "time" and self._time is not None:
+            self._time.stop()
+        recorder = self._recorder
+        recorder.writer.set_meta("step_definition", STEP_DEFINITIONS[source])
+        if previous is not None:
+            recorder.event("step_source", source, f"steps counted by {source} from step "
+                           f"{recorder.step + 1} (before: {previous})")
+
+    def _forward_boundary(self, frame: FrameType | None) -> None:
+        if self.current in ("optimizer", "manual") or self._recorder.in_child:
+            return
+        if self.current != "forward":
+            self.switch("forward")
+        self._recorder.boundary(frame)
+
+    def _time_sample(self, frame: FrameType | None) -> None:
+        """A time-based step, on the sampler's thread with the loop thread's frame."""
+        if self.current not in (None, "time") or self._recorder.in_child:
+            return
+        if self.current is None:
+            self.switch("time")
+        try:
+            self._recorder.boundary(frame)
+        except BaseException:  # noqa: BLE001 - a guard stop needs the loop's own thread
+            self._recorder.event("guard", "time_steps", "not stopped: a run with no step "
+                                 "boundaries cannot be ended cleanly (add "
+                                 "torchleak.watch().step() to the loop)")

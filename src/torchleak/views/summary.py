@@ -35,6 +35,10 @@ def format_summary(report: Report, trace: Path | None) -> str:
     guard = guard_text(report.guard)
     if guard:
         lines.append(f"  {guard}")
+    for line in report.ranks:
+        top = f": {line['top_finding']}" if line.get("top_finding") else ""
+        lines.append(f"  rank {line['rank']}: {_HEADS.get(line['verdict'], line['verdict'])}"
+                     f" after {line['steps']:,} steps{top}")
     shown = report.serious
     for finding in shown[:_MAX_FINDINGS]:
         lines.extend(finding_lines(finding))
@@ -51,6 +55,10 @@ def format_summary(report: Report, trace: Path | None) -> str:
                          f"{format_bytes(change['saved_bytes'])} in {change.get('trims')} trims")
     if report.overhead:
         lines.append(f"torchleak: its own cost {overhead_text(report.overhead)}")
-    if trace is not None:
+    if trace is not None and report.ranks:
+        run = trace.parent.parent  # rank<N>/trace.sqlite in the run folder
+        lines.append(f"torchleak: traces of {len(report.ranks)} ranks in {run}  "
+                     f"(torchleak report {run})")
+    elif trace is not None:
         lines.append(f"torchleak: trace {trace}  (torchleak report {trace.parent})")
     return "\n".join(lines)

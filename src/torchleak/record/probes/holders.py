@@ -29,8 +29,8 @@ import torch
 from torchleak.record.probes import access
 from torchleak.record.probes.holder_sample import HolderSample, Resolver, Route
 from torchleak.record.probes.registries import registry_samples
-from torchleak.record.probes.usercode import user_frames, user_modules
-from torchleak.record.probes.walk import GRAPH_CAP, Walk
+from torchleak.record.probes.usercode import owner_frames, user_frames, user_modules
+from torchleak.record.probes.walk import GRAPH_CAP, Walk, user_class
 
 __all__ = ["GRAPH_CAP", "HolderSample", "HolderWalker"]
 
@@ -87,7 +87,8 @@ class HolderWalker:
         ~10-50 us each instead of a whole walk."""
         walk = Walk(self)
         walk.labels = {p: self.labels[p] for p in paths if p in self.labels}
-        resolver = Resolver(user_frames(frame), sys._current_frames)
+        resolver = Resolver(user_frames(frame) + owner_frames(frame, user_class),
+                            sys._current_frames)
         try:
             with torch._C.DisableTorchFunctionSubclass():
                 for path in paths:
@@ -113,6 +114,8 @@ class HolderWalker:
         roots: list[Root] = []
         for f in user_frames(frame):
             roots.extend(_frame_roots(f))
+        for f in owner_frames(frame, user_class):
+            roots.extend(_frame_roots(f, owner_only=True))
         roots.extend(_thread_roots())
         for display, module in user_modules():
             filename = os.path.basename(getattr(module, "__file__", "") or display)
@@ -123,7 +126,10 @@ class HolderWalker:
         return roots
 
 
-def _frame_roots(f: FrameType, thread: tuple[int, str] | None = None) -> list[Root]:
+def _frame_roots(f: FrameType, thread: tuple[int, str] | None = None,
+                 owner_only: bool = False) -> list[Root]:
+    """A frame's ``self`` and locals (``owner_only``: its ``self`` alone, for a library
+    frame running a method of the user's own object)."""
     name = f.f_code.co_name
     if name == "<module>":
         return []  # module frames are covered by the module globals
@@ -139,6 +145,8 @@ def _frame_roots(f: FrameType, thread: tuple[int, str] | None = None) -> list[Ro
     if owner is not None and not access.is_a(owner, (type,)):
         path = type(owner).__name__ if thread is None else f"{prefix}.self"
         roots.append((path, owner, None, route("self")))
+    if owner_only:
+        return roots
     for var, value in local_vars.items():
         if var != "self":
             roots.append((f"{prefix}.{var}", value, f"local {var} in {where}"

@@ -6,9 +6,12 @@ import functools
 import os
 import sys
 import sysconfig
+from collections.abc import Callable
 from types import FrameType, ModuleType
 
 import torch
+
+from torchleak.record.probes import access
 
 _TORCHLEAK_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -42,6 +45,26 @@ def user_frames(frame: FrameType | None) -> list[FrameType]:
     return frames
 
 
+def owner_frames(frame: FrameType | None, is_user_class: Callable[[type], bool]
+                 ) -> list[FrameType]:
+    """Library frames whose ``self`` is an object of the user's own class (a subclass of a
+    framework's Trainer, a LightningModule running its library-defined hooks), innermost
+    first, one per object: that object is the user's even though the code is not."""
+    frames: list[FrameType] = []
+    seen: set[int] = set()
+    while frame is not None:
+        code = frame.f_code
+        if (code.co_argcount and code.co_varnames[0] == "self"
+                and not is_user_file(code.co_filename)):
+            owner = access.frame_locals(frame).get("self")
+            if owner is not None and id(owner) not in seen and is_user_class(type(owner)):
+                seen.add(id(owner))
+                frames.append(frame)
+            del owner
+        frame = frame.f_back
+    return frames
+
+
 _modules_cache: tuple[int, list[tuple[str, ModuleType]]] = (-1, [])
 
 
@@ -59,6 +82,10 @@ def user_modules() -> list[tuple[str, ModuleType]]:
 
 def _scan_user_modules() -> list[tuple[str, ModuleType]]:
     found = []
+    main = sys.modules.get("__main__")
+    if isinstance(main, ModuleType) and not isinstance(getattr(main, "__file__", None), str):
+        # Interactive: a notebook's (IPython's) namespace, `python -c`, the REPL.
+        found.append(("notebook" if "IPython" in sys.modules else "__main__", main))
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
         if isinstance(module, ModuleType) and isinstance(filename, str) and is_user_file(filename) and name != "__mp_main__":

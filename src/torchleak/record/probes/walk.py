@@ -65,7 +65,8 @@ def _key_part(key: Any, index: int) -> str:
 
 
 @functools.lru_cache(maxsize=1024)
-def _user_class(cls: type) -> bool:
+def user_class(cls: type) -> bool:
+    """A class defined in the user's own files."""
     module = sys.modules.get(cls.__module__)
     return is_user_file(getattr(module, "__file__", "") or "")
 
@@ -102,6 +103,9 @@ class Walk:
         self.routes: dict[str, Route] = {}
         self.sample_routes: dict[str, Route] = {}
         self.native: list[HolderSample] = []
+        # Containers held by a library object, and user objects named by their class.
+        self.library_held: set[str] = set()
+        self.rerooted: dict[str, int] = {}
 
     def enqueue(self, obj: Any, path: str, depth: int, label: str | None = None,
                 route: Route | None = None) -> None:
@@ -278,18 +282,21 @@ class Walk:
             return  # a long container is measured, not walked
         parent = self.labels.get(path)
         named = parent if parent and not parent.startswith(("local ", "global ", "thread ")) else None
+        held = path in self.library_held
         if base is dict:
             for i, (key, value) in enumerate(access.dict_items(obj)):
                 part = _key_part(key, i)
                 # Never keep a reference to an object key (a Parameter): plain keys only.
                 step = ("key", key) if type(key) in _KEY_TYPES else None
-                self.enqueue(value, path + part, depth + 1, named + part if named else None,
+                child = self.reroot(value, path + part) if held else path + part
+                self.enqueue(value, child, depth + 1, named + part if named else None,
                              self._route(path, step) if step else None)
         else:
             for i, value in enumerate(list(access.values(obj))):
                 if not issubclass(type(value), torch.Tensor):  # elements are in the footprint
                     route = self._route(path, ("index", i)) if base in (list, tuple) else None
-                    self.enqueue(value, f"{path}[{i}]", depth + 1, None, route)
+                    child = self.reroot(value, f"{path}[{i}]") if held else f"{path}[{i}]"
+                    self.enqueue(value, child, depth + 1, None, route)
 
     def module(self, mod: torch.nn.Module, path: str, depth: int) -> None:
         self.module_hooks(mod, path)
@@ -370,18 +377,38 @@ class Walk:
         if kind.__module__ == "ctypes" or (kind.__module__ or "").startswith("ctypes."):
             self.native_handle(obj, path)
             return
-        if depth >= LIBRARY_DEPTH and not _user_class(kind):
+        if depth >= LIBRARY_DEPTH and not user_class(kind):
             return  # deep inside a library object (a logging.Logger's registry of all loggers)
         attrs = own_attributes(obj)
         if not attrs:
             self.opaque(obj, path, depth)
             return
         owner = kind.__name__
+        library = not user_class(kind)
         self.attribute_set(attrs, path, owner)
         for name, value in attrs.items():
-            self.enqueue(value, f"{path}.{name}", depth + 1, f"{owner}.{name}",
-                         self._route(path, ("attr", name)))
+            child = f"{path}.{name}"
+            self.enqueue(value, self.reroot(value, child) if library else child, depth + 1,
+                         f"{owner}.{name}", self._route(path, ("attr", name)))
         self.user_class(kind, kind.__name__, depth + 1)
+
+    def reroot(self, value: Any, path: str) -> str:
+        """The path of an object a library object holds: the user's own object (a
+        LightningModule inside a Trainer, a callback in a Trainer's handler) is named by
+        its class, as a person names it, not by the framework's internals that lead to it.
+        Containers keep the path and pass the rule on to their items."""
+        kind = type(value)
+        if access.container_base(value) is not None:
+            self.library_held.add(path)
+            return path
+        if issubclass(kind, (type, torch.Tensor)) or not user_class(kind):
+            return path
+        name = kind.__name__
+        if name in self.routes and name not in self.rerooted:
+            return path  # a root of that name (a frame's ``self``) is another object
+        if self.rerooted.setdefault(name, id(value)) != id(value):
+            return path  # two objects of one class: the second keeps its full path
+        return name
 
     def native_handle(self, obj: Any, path: str) -> None:
         """A handle on native code (a ctypes library, a C object): what memory outside
@@ -414,7 +441,7 @@ class Walk:
 
     def user_class(self, cls: type, path: str, depth: int) -> None:
         """Class-level caches and registries (lru_cache on methods, class lists)."""
-        if cls in self.seen_classes or not _user_class(cls):
+        if cls in self.seen_classes or not user_class(cls):
             return
         self.seen_classes.add(cls)
         for name, value in list(vars(cls).items()):

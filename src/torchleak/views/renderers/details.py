@@ -46,6 +46,19 @@ def verdict_parts(report: Report) -> tuple[str, str]:
     return title, reason
 
 
+def rank_rows(report: Report) -> list[dict[str, str]]:
+    """One row per rank of a multi-rank run: its verdict, growth and top finding."""
+    rows = []
+    for line in report.ranks:
+        rate = line.get("bytes_per_step") or line.get("main_uss_slope") or 0.0
+        growth = (f"{format_bytes(rate, signed=True)}/step" if line.get("verdict") == "leak"
+                  and isinstance(rate, (int, float)) and rate else "flat")
+        rows.append({"rank": str(line.get("rank")), "verdict": str(line.get("verdict")),
+                     "steps": f"{line.get('steps') or 0:,}", "growth": growth,
+                     "top": str(line.get("top_finding") or "-")})
+    return rows
+
+
 def rate_text(finding: Finding) -> str:
     """What the process loses to this finding: per epoch when it grows per epoch."""
     if finding.per_epoch and finding.bytes_per_epoch is not None:

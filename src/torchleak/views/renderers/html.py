@@ -15,8 +15,8 @@ from torchleak.report import Finding, Report, Signal
 from torchleak.units import format_bytes, format_duration, format_value
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
-                                               metadata_rows, signal_last, signal_rate,
-                                               status_of, verdict_parts)
+                                               metadata_rows, rank_rows, signal_last,
+                                               signal_rate, status_of, verdict_parts)
 from torchleak.views.renderers.svg import PALETTE, oom_step, render_chart
 
 _TEMPLATE = "report.html"
@@ -50,6 +50,7 @@ class HtmlRenderer(Renderer):
             "findings": [_card(f) for f in report.findings],
             "charts": _charts(report, markup),
             "holders": holder_rows(report),
+            "ranks": rank_rows(report),
             "metadata": metadata_rows(report),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         }

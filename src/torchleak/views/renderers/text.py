@@ -15,8 +15,8 @@ from torchleak.report import Finding, Report
 from torchleak.units import format_value
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
-                                               metadata_rows, signal_last, signal_rate,
-                                               status_of, verdict_parts)
+                                               metadata_rows, rank_rows, signal_last,
+                                               signal_rate, status_of, verdict_parts)
 from torchleak.views.sparkline import sparkline
 from torchleak.views.tabular import format_table
 
@@ -55,6 +55,8 @@ def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
         lines.append(Text(guard, style="bold red"))
     lines += [Text(f"--safe: {value}", style="dim") for key, value in metadata_rows(report)
               if key == "--safe"]
+    if report.ranks:
+        lines += [Text(""), Text("ranks", style="bold"), Text(_rank_table(report))]
     lines += [Text(""), Text("memory over steps", style="bold"), Text(_signal_table(report,
                                                                                   spark_width))]
     for finding in report.findings:
@@ -74,6 +76,12 @@ def _signal_table(report: Report, spark_width: int) -> str:
                      format_value(signal.peak_value, signal.unit), signal_rate(signal),
                      sparkline(signal.values, spark_width)])
     return format_table(["signal", "last", "peak", "trend", ""], rows).rstrip("\n")
+
+
+def _rank_table(report: Report) -> str:
+    rows = [[r["rank"], r["verdict"], r["steps"], r["growth"], r["top"]]
+            for r in rank_rows(report)]
+    return format_table(["rank", "verdict", "steps", "growth", "top finding"], rows).rstrip("\n")
 
 
 def _holder_table(report: Report) -> str:
