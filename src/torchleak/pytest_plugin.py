@@ -89,9 +89,13 @@ def _size(value: Any) -> float:
     if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0:
         return float(value)
     if isinstance(value, str):
-        from torchleak.units import parse_size
+        from torchleak.errors import UsageError
+        from torchleak.units import parse_bytes
 
-        return float(parse_size(value))
+        try:
+            return float(parse_bytes(value))
+        except UsageError as error:
+            raise ValueError(f"@pytest.mark.{MARKER}(tolerance=...): {error}") from None
     raise ValueError(f"@pytest.mark.{MARKER}(tolerance=...) must be bytes or a size like "
                      f"'1KiB', got {value!r}")
 

@@ -1,11 +1,14 @@
 """Human formatting of bytes, counts, rates and durations: one unit system (IEC: KiB,
-MiB, GiB) for every screen torchleak prints. (Sizes users type are read by
-``torchleak.system.limits.parse_size``.)"""
+MiB, GiB) for every screen torchleak prints, and the one reader of sizes users type
+(``parse_bytes``)."""
 
 from __future__ import annotations
 
 import math
+import re
 import time
+
+from torchleak.errors import UsageError
 
 _BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
@@ -79,3 +82,37 @@ def format_time(timestamp: object) -> str:
         return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(n))
     except (OverflowError, OSError, ValueError):
         return "-"
+
+
+_SIZE_UNITS = {"": 1, "b": 1,
+               "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
+               "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
+               "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
+               "t": 1 << 40, "tib": 1 << 40, "tb": 10**12}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
+SIZE_FORMS = "a size like 12GiB, 800MB, 1.5G or 12884901888 (bytes)"
+
+
+def parse_bytes(text: str | int) -> int:
+    """Bytes from ``"12GiB"``, ``"800MB"``, ``"1.5G"``, ``"64KiB"`` or ``"12884901888"``.
+
+    KiB/MiB/GiB/TiB and the bare K/M/G/T letters are powers of 1024 (as in ``free -g``
+    and Docker); KB/MB/GB/TB are powers of 1000. Raises ``UsageError`` with one line
+    saying what is accepted.
+    """
+    if isinstance(text, int) and not isinstance(text, bool):
+        text = str(text)
+    if not isinstance(text, str):
+        raise UsageError(f"expected {SIZE_FORMS}, got {text!r}")
+    match = _SIZE.match(text)
+    if match is None:
+        raise UsageError(f"cannot read {text!r} as a size: expected {SIZE_FORMS}")
+    digits, unit = match.groups()
+    factor = _SIZE_UNITS.get(unit.lower())
+    if factor is None:
+        raise UsageError(f"unknown unit {unit!r} in {text!r}: expected {SIZE_FORMS}; units "
+                         "are B, KiB, MiB, GiB, TiB (KB, MB, GB, TB for powers of 1000)")
+    size = float(digits) * factor
+    if not math.isfinite(size):
+        raise UsageError(f"{text!r} is too large to be a size")
+    return int(size)

@@ -45,14 +45,18 @@ def measured_slope(data: RunData, judged: dict[str, Judged], signal: str,
         return None
     start = max(since, warmup_steps(data.steps))
     pts = [(x, y) for x, y in zip(j.series.x, j.series.y) if x >= start]
+    judged_slope = None
+    if j.trend.growing and j.series.x and \
+            j.trend.slope * (j.series.x[-1] - start) >= RESOLUTION:  # else below what USS resolves
+        judged_slope = j.trend.slope
     if len(pts) < MIN_POINTS:
-        return j.trend.slope if j.trend.growing else None
+        return judged_slope
     tx, ty = troughs([p[0] for p in pts], [p[1] for p in pts], WINDOWS)
     if len(tx) < 3 or mann_kendall_z(ty) < Z_GROWING:
-        return j.trend.slope if j.trend.growing else None
+        return judged_slope
     window = theil_sen(tx, ty)
     if window * (tx[-1] - tx[0]) < RESOLUTION:
-        return j.trend.slope if j.trend.growing else None  # below what USS can resolve
+        return judged_slope
     # A late onset: the growth window's own slope; else the judged (trough) slope.
     return max(window, j.trend.slope if j.trend.growing else 0.0) or None
 

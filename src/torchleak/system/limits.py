@@ -8,14 +8,12 @@ the mounted hierarchy is the one that applies, so every level is read.
 
 from __future__ import annotations
 
-import math
 import os
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from torchleak.errors import UsageError
-from torchleak.units import format_bytes
+from torchleak.units import format_bytes, parse_bytes
 
 # cgroup v1 reports "no limit" as LONG_MAX rounded down to a page (9223372036854771712).
 _UNLIMITED = 1 << 60
@@ -240,41 +238,21 @@ def memory_limit(user_limit: int | str | None = None) -> MemoryLimit | None:
     return min(candidates, key=lambda limit: limit.bytes) if candidates else None
 
 
-_UNITS = {"": 1, "b": 1,
-          "k": 1 << 10, "kib": 1 << 10, "kb": 10**3,
-          "m": 1 << 20, "mib": 1 << 20, "mb": 10**6,
-          "g": 1 << 30, "gib": 1 << 30, "gb": 10**9,
-          "t": 1 << 40, "tib": 1 << 40, "tb": 10**12}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$")
-_SMALLEST = 1 << 20
-SIZE_FORMS = "a size like 12GiB, 800MB, 1.5G or 12884901888 (bytes)"
-
-
 def parse_size(text: str | int) -> int:
-    """Bytes from ``"12GiB"``, ``"800MB"``, ``"1.5G"`` or ``"12884901888"``.
+    """Bytes of a memory limit from ``"12GiB"``, ``"800MB"``, ``"1.5G"`` or ``"12884901888"``.
 
-    KiB/MiB/GiB/TiB and the bare K/M/G/T letters are powers of 1024 (as in ``free -g``
-    and Docker); KB/MB/GB/TB are powers of 1000. A memory limit under 1 MiB is refused
-    as a missing unit. Raises ``UsageError`` with one line saying what is accepted.
+    Read by ``torchleak.units.parse_bytes``; a limit under 1 MiB is refused as a
+    missing unit. Raises ``UsageError`` with one line saying what is accepted.
     """
-    if isinstance(text, int) and not isinstance(text, bool):
-        text = str(text)
-    if not isinstance(text, str):
-        raise UsageError(f"expected {SIZE_FORMS}, got {text!r}")
-    match = _SIZE.match(text)
-    if match is None:
-        raise UsageError(f"cannot read {text!r} as a memory size: expected {SIZE_FORMS}")
-    number, unit = match.groups()
-    factor = _UNITS.get(unit.lower())
-    if factor is None:
-        raise UsageError(f"unknown unit {unit!r} in {text!r}: use B, KiB, MiB, GiB, TiB "
-                         "(or KB, MB, GB, TB for powers of 1000)")
-    size = float(number) * factor
-    if not math.isfinite(size) or size < _SMALLEST:
-        hint = f" (did you mean {number}GiB?)" if not unit else ""
+    size = parse_bytes(text)
+    if size < _SMALLEST_LIMIT:
+        bare = isinstance(text, int) or (isinstance(text, str) and text.strip().isdigit())
+        hint = f" (did you mean {str(text).strip()}GiB?)" if bare else ""
         raise UsageError(f"{text!r} is less than 1 MiB, too small for a memory limit{hint}")
-    return int(size)
+    return size
 
+
+_SMALLEST_LIMIT = 1 << 20
 
 
 def page_size() -> int:
