@@ -143,3 +143,18 @@ def test_a_healthy_run_is_never_stopped(runs: RunPool) -> None:
     run = runs.get(healthy_guarded)
     assert run.proc.returncode == 0 and "step 600" in run.proc.stdout, run.proc.stderr
     assert "GUARD" not in run.proc.stderr and run.meta("guard") is None
+
+
+@prefetch
+def far_from_the_limit(folder: Path) -> Recorded:
+    # 64 KiB a step of fast steps: 8 GiB is ~130,000 steps (minutes) away, far past what
+    # 600 steps can tell.
+    script = write_script(folder, "slow.py", LEAKY.replace("256 * 1024", "16 * 1024"))
+    return record(folder, script, "600", options=("--limit", "8GiB", "--guard", "stop"))
+
+
+def test_a_projection_far_past_the_steps_seen_does_not_stop_the_run(runs: RunPool) -> None:
+    run = runs.get(far_from_the_limit)
+    assert run.proc.returncode == 0 and "step 600" in run.proc.stdout, run.proc.stderr
+    assert "leak detected" in run.proc.stderr  # it is a leak, and said so
+    assert "GUARD" not in run.proc.stderr and run.meta("guard") is None

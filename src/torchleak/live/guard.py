@@ -3,7 +3,8 @@
 A thread of its own reads the process's memory every ``POLL_SECONDS`` (one ``pread`` of
 ``/proc/self/statm`` plus the workers' latest USS) and fires when memory passes
 ``share`` of the limit, or when the live detector's measured growth would reach the
-limit within ``minutes``. Firing, once per run:
+limit within ``minutes`` and within ``TRUSTED_REACH`` times the steps already watched (a
+line fitted to 80 steps says little about step 800,000). Firing, once per run:
 - takes a diagnosis snapshot into the trace at the next step boundary (holder walk and
   census), so a later ``kill -9`` loses nothing;
 - ``checkpoint`` and ``stop``: runs the user's ``on_guard`` callbacks on the training
@@ -29,6 +30,7 @@ from torchleak.record.session import Recorder
 
 GUARD_MODES = ("warn", "checkpoint", "stop")
 POLL_SECONDS = 0.05
+TRUSTED_REACH = 10.0  # a projection acts only this many times past the steps it has seen
 
 
 class GuardStop(SystemExit):
@@ -102,7 +104,8 @@ class Guard:
             reason = "limit"
         else:
             seconds, finding = self._projection()
-            if seconds is not None and seconds <= self.settings.minutes * 60:
+            if seconds is not None and seconds <= self.settings.minutes * 60 \
+                    and _within_reach(finding):
                 reason = "projection"
         if reason is None:
             return False
@@ -148,3 +151,12 @@ class Guard:
                 "memory_bytes": event.memory_bytes, "limit_bytes": event.limit_bytes,
                 "limit_name": event.limit_name, "seconds_to_limit": event.seconds_to_limit,
                 "actions": list(event.actions), "at": time.time()}
+
+
+def _within_reach(finding: Any) -> bool:
+    """The projection extrapolates no further than ``TRUSTED_REACH`` times the run so far."""
+    oom = getattr(finding, "oom", None)
+    steps, seen = getattr(oom, "steps_to_oom", None), getattr(oom, "at_step", None)
+    if not isinstance(steps, (int, float)) or not isinstance(seen, (int, float)):
+        return True
+    return steps <= TRUSTED_REACH * max(seen, 1)
