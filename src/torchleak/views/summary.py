@@ -25,7 +25,7 @@ def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
     if pattern:
         lines.append(f"{more}see {pattern}")
     if f.detected_at_step is not None:
-        lines.append(f"{more}detected at step {f.detected_at_step:,}")
+        lines.append(f"{more}growth visible from step {f.detected_at_step:,}")
     return lines
 
 

@@ -112,7 +112,7 @@ def finding_facts(finding: Finding) -> list[tuple[str, str]]:
     if finding.oom is not None:
         facts.append(("OOM", oom_text(finding.oom)))
     if finding.detected_at_step is not None:
-        facts.append(("detected at", f"step {finding.detected_at_step:,}"))
+        facts.append(("growth visible from", f"step {finding.detected_at_step:,}"))
     for label, value in (("holder", finding.holder_path), ("source", finding.source),
                          ("category", finding.category), ("pattern", pattern_text(finding))):
         if value:
