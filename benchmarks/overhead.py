@@ -157,6 +157,15 @@ def measure(work: Workload, rounds: int, folder: Path, script: Path,
     }
 
 
+def machine_line() -> str:
+    """When, where and under what load a benchmark ran: the first line it prints."""
+    import torch
+
+    return (f"# {time.strftime('%Y-%m-%d %H:%M')}  {platform.node()}  {os.cpu_count()} "
+            f"cores  Python {platform.python_version()}  torch {torch.__version__}  "
+            f"load {os.getloadavg()[0]:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="runs of each side (default 5)")
@@ -165,11 +174,7 @@ def main() -> int:
     parser.add_argument("--noise", action="store_true",
                         help="A/A: plain against plain, the noise floor of this machine")
     args = parser.parse_args()
-    import torch
-
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}  {platform.node()}  {os.cpu_count()} cores  "
-          f"Python {platform.python_version()}  torch {torch.__version__}  "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)
+    print(machine_line(), flush=True)
     rounds = 2 if args.quick else args.rounds
     with tempfile.TemporaryDirectory(prefix="torchleak-overhead-") as tmp:
         folder = Path(tmp)

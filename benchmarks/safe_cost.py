@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from overhead import TRAIN, WORKLOADS, Workload  # noqa: E402
+from overhead import TRAIN, WORKLOADS, Workload, machine_line  # noqa: E402
 
 SAFE_PRELUDE = '''
 import atexit, json, os
@@ -162,11 +161,7 @@ def main() -> int:
     parser.add_argument("--in-process", action="store_true",
                         help="the trimming thread's cost, measured inside one process")
     args = parser.parse_args()
-    import torch
-
-    print(f"# {time.strftime('%Y-%m-%d %H:%M')}  {platform.node()}  {os.cpu_count()} cores  "
-          f"Python {platform.python_version()}  torch {torch.__version__}  "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)
+    print(machine_line(), flush=True)
     rounds = 2 if args.quick else args.rounds
     if args.in_process:
         in_process(rounds)

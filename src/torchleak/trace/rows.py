@@ -56,14 +56,12 @@ def cuda_samples(conn: sqlite3.Connection, device: int = 0, after: int = 0) -> I
                        "ORDER BY step", (device, after))
 
 
-
 def census(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
     """(step, tensors, tensor_bytes, grad_fn_tensors, graph_nodes, graph_bytes, gc_objects,
     duration_ms)"""
     return _rows(conn, "SELECT step, tensors, tensor_bytes, grad_fn_tensors, graph_nodes, "
                        "graph_bytes, gc_objects, duration_ms FROM census WHERE step > ? "
                        "ORDER BY step", (after,))
-
 
 
 def breakdown(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
@@ -114,7 +112,6 @@ def findings(conn: sqlite3.Connection, phase: str | None = None) -> list[Row]:
 def last_step(conn: sqlite3.Connection) -> int:
     row = next(_rows(conn, "SELECT MAX(step) FROM steps"), (None,))
     return int(row[0] or 0)
-
 
 
 def peak(conn: sqlite3.Connection, table: str, column: str) -> float | None:

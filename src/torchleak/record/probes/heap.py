@@ -11,15 +11,10 @@ tidy heap, ~1 ms on a fragmented one), so it is sampled off the training thread,
 
 from __future__ import annotations
 
-import ctypes
 import sys
 from dataclasses import dataclass
 
-
-class _MallInfo2(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in (
-        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
-        "fordblks", "keepcost")]
+from torchleak.system.allocator import heap_stats
 
 
 @dataclass(frozen=True)
@@ -31,20 +26,11 @@ class HeapSample:
 
 
 class HeapProbe:
-    def __init__(self) -> None:
-        self._mallinfo2 = None
-        try:
-            libc = ctypes.CDLL(None)
-            function = libc.mallinfo2  # glibc >= 2.33
-            function.restype = _MallInfo2
-            function.argtypes = []
-            self._mallinfo2 = function
-        except (OSError, AttributeError):
-            pass  # musl, macOS, old glibc: Python blocks only
+    """Python's live blocks, and glibc's split when glibc's malloc serves the process."""
 
     def sample(self) -> HeapSample:
         blocks = sys.getallocatedblocks()
-        if self._mallinfo2 is None:
+        stats = heap_stats()  # None: musl, macOS, old glibc, a preloaded allocator
+        if stats is None:
             return HeapSample(blocks, None, None, None)
-        info = self._mallinfo2()
-        return HeapSample(blocks, int(info.uordblks), int(info.fordblks), int(info.hblkhd))
+        return HeapSample(blocks, stats.in_use, stats.free, stats.mmapped)

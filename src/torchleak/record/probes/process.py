@@ -13,11 +13,11 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import psutil
 
 from torchleak.record.probes.heap import HeapProbe, HeapSample
+from torchleak.system.procmem import read_smaps_rollup
 
 EARLY_SECONDS = 15.0
 EARLY_CPU_SHARE = 0.25
@@ -47,39 +47,6 @@ class MainMemoryProbe:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
-
-
-@dataclass(frozen=True)
-class ProcessMemory:
-    pid: int
-    rss: int
-    uss: int
-    pss: int
-
-
-def read_smaps_rollup(pid: int) -> ProcessMemory | None:
-    """Exact USS/PSS of one process; None if it is gone or unreadable."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return _psutil_memory(pid)
-    values: dict[bytes, int] = {}
-    for line in text.splitlines()[1:]:
-        name, _, rest = line.partition(b":")
-        parts = rest.split()
-        if parts:
-            values[name] = int(parts[0]) * 1024
-    uss = values.get(b"Private_Clean", 0) + values.get(b"Private_Dirty", 0)
-    return ProcessMemory(pid, values.get(b"Rss", 0), uss, values.get(b"Pss", 0))
-
-
-def _psutil_memory(pid: int) -> ProcessMemory | None:
-    try:
-        info = psutil.Process(pid).memory_full_info()
-    except (psutil.Error, OSError):
-        return None
-    return ProcessMemory(pid, info.rss, getattr(info, "uss", info.rss), getattr(info, "pss", info.rss))
 
 
 class ChildSampler:
