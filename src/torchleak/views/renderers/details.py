@@ -130,7 +130,7 @@ def signal_last(signal: Signal, steps: int) -> str:
 
 def signal_rate(signal: Signal) -> str:
     if signal.slope_per_step is None:
-        return "-"
+        return "not judged" if signal.verdict == "not judged" else "-"
     if signal.verdict != "growing":
         return "flat" if signal.verdict in ("healthy", "plateau") else signal.verdict
     return format_rate(signal.slope_per_step, signal.unit)
