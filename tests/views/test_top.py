@@ -185,11 +185,11 @@ def test_top_once_shows_the_live_finding_while_the_run_goes_on(tmp_path: Path) -
             if (run / "trace.sqlite").exists():
                 frame = subprocess.run([sys.executable, "-m", "torchleak", "top", "--once",
                                         str(run)], capture_output=True, text=True).stdout
-                if "live detection" in frame:
+                if "live verdict: leak" in frame:
                     break
             time.sleep(0.5)
         still_running = recorder.poll() is None
     finally:
         recorder.wait(timeout=90)
-    assert "live detection" in frame and "global kept in train.py" in frame, frame
+    assert "live verdict: leak" in frame and "global kept in train.py" in frame, frame
     assert still_running and "running" in frame  # seen before the run ended

@@ -106,15 +106,15 @@ def frame_text(report: Report, interval: float, polled_at: float) -> str:
             for s in report.signals if s.values]
     lines.append(format_table(["signal", "now", "peak", "trend", "recent"], rows).rstrip())
     lines.append("")
-    lines.append(("live verdict" if report.source == "live" else "verdict") + ":")
+    label = "live verdict" if report.source == "live" else "verdict"
     if report.serious:
-        lines.append("leak" + (" (live detection)" if report.source == "live" else ""))
+        lines.append(f"{label}: leak - {report.reason}" if report.reason else f"{label}: leak")
         for finding in report.serious[:3]:
             lines.extend(finding_lines(finding, indent=""))
     elif report.run.get("judged"):
-        lines.append(f"{report.verdict}{': ' + report.reason if report.reason else ''}")
+        lines.append(f"{label}: {report.verdict}{' - ' + report.reason if report.reason else ''}")
     else:
-        lines.append("no verdict yet")
+        lines.append(f"{label}: no verdict yet")
     guard = guard_text(report.guard)
     if guard:
         lines.append(guard)
