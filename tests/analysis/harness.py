@@ -102,6 +102,21 @@ def theil_sen(xs: list[float], ys: list[float]) -> float:
     return float(np.median((y[j] - y[i])[ok] / (x[j] - x[i])[ok]))
 
 
+def growth_per_step(xs: list[float], ys: list[float]) -> float:
+    """What the process lost per step over the window: the median of its last quarter less
+    the median of its first quarter, over the steps between them. Unlike a median of
+    pairwise slopes it sees an allocator's staircase (one or two big jumps) as the growth
+    it is, and transient spikes do not move it."""
+    import numpy as np
+
+    if len(xs) < 8:
+        return 0.0
+    quarter = len(xs) // 4
+    x, y = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
+    span = float(np.median(x[-quarter:]) - np.median(x[:quarter]))
+    return float(np.median(y[-quarter:]) - np.median(y[:quarter])) / span if span else 0.0
+
+
 def serious(report: Report) -> list[Finding]:
     return [f for f in report.findings if f.severity in SERIOUS]
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torchleak
-from harness import Recorded, assert_leak, assert_rate, record_loop, theil_sen
+from harness import Recorded, assert_leak, assert_rate, growth_per_step, record_loop
 from loops import BATCH, HIDDEN, graph_nodes, make_batches, make_model
 
 STEPS = 240
@@ -370,11 +370,13 @@ def test_rate_is_the_memory_the_process_loses(leak_run: tuple[Leak, Recorded]) -
         return
     steps = run.rows("SELECT step, uss FROM steps WHERE step > ? ORDER BY step",
                      max(3, min(50, run.report.steps // 10)))
-    slope = theil_sen([float(s) for s, _ in steps], [float(u) for _, u in steps])
+    slope = growth_per_step([float(s) for s, _ in steps], [float(u) for _, u in steps])
     total = sum(f.bytes_per_step or 0.0 for f in run.report.serious
                 if f.signal == finding.signal and f.rate_basis == "measured")
-    assert_rate(total, slope, low=1 / 1.5, high=1.5, what="the findings' summed rate",
-                run=run)
+    # A short run's USS climbs in allocator steps (plateaus while freed pages are reused):
+    # estimators of its growth differ by up to ~2x on the same series, a holder's own
+    # estimate by up to thousands of times.
+    assert_rate(total, slope, low=1 / 3, high=3, what="the findings' summed rate", run=run)
 
 
 @scenarios
@@ -413,5 +415,11 @@ def test_validation_staircase_is_reported_per_epoch(leak_run: tuple[Leak, Record
     finding = assert_leak(run, "validation_step_outputs")
     assert finding.per_epoch, run.explain()
     assert "/epoch" in finding.culprit, run.explain()
+    # The walker sizes the holder's epoch of outputs; the printed rate is what the process
+    # lost per epoch, allocator overhead included, so it is checked against the USS.
     planted = VAL_BATCHES * VAL_ITEM * 4
-    assert_rate(finding.bytes_per_epoch, planted, what="bytes_per_epoch", run=run)
+    assert_rate(finding.holder_bytes_per_step * EPOCH_STEPS, planted,
+                what="the holder's bytes per epoch", run=run)
+    steps = run.rows("SELECT step, uss FROM steps WHERE step > ? ORDER BY step", EPOCH_STEPS)
+    lost = growth_per_step([float(s) for s, _ in steps], [float(u) for _, u in steps])
+    assert_rate(finding.bytes_per_epoch, lost * EPOCH_STEPS, what="bytes_per_epoch", run=run)
