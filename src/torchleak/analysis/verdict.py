@@ -5,6 +5,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from torchleak.analysis.breakdown import assign_categories, breakdown_points
 from torchleak.analysis.charts import all_signals, holder_growth, holder_signals
 from torchleak.analysis.holders import holder_findings
 from torchleak.analysis.oom import memory_limit
@@ -46,8 +47,8 @@ def build_report(data: RunData, replay: bool = True) -> Report:
                     marks=[Mark(s, n, v) for s, n, v in data.marks],
                     events=[Event(*e) for e in data.events], limit=_limit(data),
                     guard=guard_record(data.meta), safe=_safe(data.meta), overhead=overhead(data),
-                    breakdown={name: [[x, y] for x, y in zip(s.x, s.y)]
-                               for name, s in data.breakdown.items()})
+                    breakdown=breakdown_points(data))
+    assign_categories(report.findings, data, report.breakdown)
     _decide(report, data)
     return report
 

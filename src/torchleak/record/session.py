@@ -70,6 +70,7 @@ class Recorder:
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._last_sizes: dict[str, float] = {}
         self._census_measured = False
+        self._host: Any = None  # heap readings for the breakdown, made at the first census
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 us; updated per census
         self.boundary_listeners: list[Callable[[int], None]] = []
 
@@ -295,6 +296,9 @@ class Recorder:
         start = time.perf_counter()
         blocks = sys.getallocatedblocks()
         result = take_census()
+        if "breakdown" not in self._disabled:  # its readings are part of the census's cost
+            self._safely("breakdown", lambda: self._add_rows("breakdown", self._breakdown(
+                step, result.categories)))
         seconds = time.perf_counter() - start
         # The best rate seen: a census slowed by a busy machine must not cancel the next.
         rate = seconds / max(1, blocks)
@@ -308,6 +312,19 @@ class Recorder:
                                           in result.by_device_dtype.items()])
         self._add_rows("census_types", [(step, name, n) for name, n in result.top_types])
         self.scheduler.ran("census", step, seconds)
+
+    def _breakdown(self, step: int, tensors: dict[str, int]) -> list[tuple[str | int, ...]]:
+        """Split the measured memory at this census (readings taken together, now that
+        the census has freed its scan)."""
+        from torchleak.record.probes.breakdown import HostReader, host_split, measure_cuda
+
+        if self._host is None:
+            self._host = HostReader()
+        small, malloc_in_use = self._host.heap()
+        _rss, uss = self._main.read()
+        split = host_split(tensors, uss, self.workers_uss, small, malloc_in_use)
+        split.update(measure_cuda(tensors))
+        return [(step, name, value) for name, value in split.items()]
 
     # marks, events, failures ---------------------------------------------------------------
     def mark(self, name: str, value: str | None = None) -> None:

@@ -4,7 +4,8 @@ This is the expensive probe (~50-150 ms with torch imported), so the scheduler r
 rarely: at anchor steps and when the budget allows. Tensors are found through
 ``gc.get_objects()``; storages shared by views are counted once; autograd graphs are
 walked from every tensor holding a ``grad_fn`` (nodes counted once across all graphs,
-saved tensors counted once by storage).
+saved tensors counted once by storage). The same scan splits tensor bytes by role
+(``categories``: parameters, gradients, optimizer state, graph-saved, the rest).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torchleak.record.probes.categories import tensor_roles
 from torchleak.record.probes.graph import walk_graph
 
 _GRAPH_CAP = 200_000
@@ -32,6 +34,7 @@ class CensusResult:
     gc_objects: int = 0
     by_device_dtype: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     top_types: list[tuple[str, int]] = field(default_factory=list)
+    categories: dict[str, int] = field(default_factory=dict)  # tensor bytes by role
 
 
 def take_census() -> CensusResult:
@@ -44,8 +47,13 @@ def _census() -> CensusResult:
     result = CensusResult(gc_objects=len(objects))
     type_counts: collections.Counter[type] = collections.Counter(map(type, objects))
     tensor_types = {t for t in type_counts if issubclass(t, torch.Tensor)}
-    tensors = [o for o in objects if type(o) in tensor_types] if tensor_types else []
+    optimizer_types = {t for t in type_counts if issubclass(t, torch.optim.Optimizer)}
+    wanted = tensor_types | optimizer_types
+    found = [o for o in objects if type(o) in wanted] if wanted else []
     del objects
+    tensors = [o for o in found if type(o) in tensor_types]
+    optimizers = [o for o in found if type(o) in optimizer_types]
+    del found
     storages: dict[int, int] = {}
     roots = []
     for t in tensors:
@@ -57,6 +65,7 @@ def _census() -> CensusResult:
     graph = walk_graph(roots, _GRAPH_CAP, _GRAPH_SECONDS)
     result.graph_nodes = graph.nodes
     result.graph_bytes = sum(b for ptr, b in graph.saved.items() if ptr not in storages)
+    result.categories = tensor_roles(tensors, optimizers).totals(graph.saved, graph.saved_cuda)
     result.top_types = [(f"{t.__module__}.{t.__qualname__}", n)
                         for t, n in type_counts.most_common(_TOP_TYPES)]
     return result

@@ -23,6 +23,7 @@ _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 class GraphStats:
     nodes: int = 0
     saved: dict[int, int] = field(default_factory=dict)  # storage ptr -> bytes
+    saved_cuda: set[int] = field(default_factory=set)  # those of them on a CUDA device
     truncated: bool = False
 
     @property
@@ -57,7 +58,7 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
         seen[id(node)] = node
         if with_saved:
             for name in _saved_attrs(node):
-                _add_saved(node, name, stats.saved)
+                _add_saved(node, name, stats)
         for child, _ in getattr(node, "next_functions", ()):
             if child is not None:
                 stack.append(child)
@@ -65,7 +66,7 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
     return stats
 
 
-def _add_saved(node: Any, name: str, saved: dict[int, int]) -> None:
+def _add_saved(node: Any, name: str, stats: GraphStats) -> None:
     try:
         value = getattr(node, name)
     except Exception:  # noqa: BLE001 - freed after backward ("graph a second time")
@@ -75,6 +76,8 @@ def _add_saved(node: Any, name: str, saved: dict[int, int]) -> None:
             continue
         try:
             storage = v.untyped_storage()
-            saved.setdefault(storage.data_ptr(), storage.nbytes())
+            stats.saved.setdefault(storage.data_ptr(), storage.nbytes())
+            if v.is_cuda:
+                stats.saved_cuda.add(storage.data_ptr())
         except Exception:  # noqa: BLE001 - meta/sparse tensors
             continue
