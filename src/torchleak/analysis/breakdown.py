@@ -64,10 +64,11 @@ def growing(name: str, rate: float | None) -> bool:
 
 
 def assign_categories(findings: list[Finding], data: RunData,
-                      breakdown: Mapping[str, Points]) -> None:
-    """Set each finding's ``category`` and say how the categories moved, in place."""
+                      breakdown: Mapping[str, Points]) -> dict[str, float]:
+    """Set each finding's ``category`` and say how the categories moved, in place; the
+    categories' rates after warm-up are returned (for the report)."""
     if not breakdown:
-        return
+        return {}
     rates = category_rates(breakdown, warmup_steps(data.steps))
     for finding in findings:
         finding.category = category_for(finding, data.holders.get(finding.holder_path or ""),
@@ -75,6 +76,7 @@ def assign_categories(findings: list[Finding], data: RunData,
         line = rates_line(rates, finding.category)
         if line:
             finding.evidence.append(line)
+    return {name: round(rate, 1) for name, rate in rates.items()}
 
 
 def category_for(finding: Finding, holder: HolderSeries | None,

@@ -48,7 +48,7 @@ def build_report(data: RunData, replay: bool = True) -> Report:
                     events=[Event(*e) for e in data.events], limit=_limit(data),
                     guard=guard_record(data.meta), safe=_safe(data.meta), overhead=overhead(data),
                     breakdown=breakdown_points(data))
-    assign_categories(report.findings, data, report.breakdown)
+    report.breakdown_rates = assign_categories(report.findings, data, report.breakdown)
     _decide(report, data)
     return report
 

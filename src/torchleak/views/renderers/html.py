@@ -14,6 +14,7 @@ from torchleak.errors import UsageError
 from torchleak.report import Finding, Report, Signal
 from torchleak.units import format_bytes, format_duration, format_value
 from torchleak.views.renderers.base import Renderer
+from torchleak.views.renderers.breakdown import breakdown_rows, stacked_charts
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
                                                metadata_rows, signal_last, signal_rate,
                                                status_of, verdict_parts)
@@ -50,6 +51,9 @@ class HtmlRenderer(Renderer):
             "findings": [_card(f) for f in report.findings],
             "charts": _charts(report, markup),
             "holders": holder_rows(report),
+            "breakdown": [{"title": title, "svg": markup(svg), "legend": legend}
+                          for title, svg, legend in stacked_charts(report)],
+            "breakdown_rows": breakdown_rows(report),
             "metadata": metadata_rows(report),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         }

@@ -14,6 +14,7 @@ from rich.text import Text
 from torchleak.report import Finding, Report
 from torchleak.units import format_value
 from torchleak.views.renderers.base import Renderer
+from torchleak.views.renderers.breakdown import breakdown_rows
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
                                                metadata_rows, signal_last, signal_rate,
                                                status_of, verdict_parts)
@@ -55,6 +56,9 @@ def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
         lines.append(Text(guard, style="bold red"))
     lines += [Text(""), Text("memory over steps", style="bold"), Text(_signal_table(report,
                                                                                   spark_width))]
+    if report.breakdown:
+        lines += [Text(""), Text("where the memory goes (measured at each census)", style="bold"),
+                  Text(_breakdown_table(report))]
     for finding in report.findings:
         lines += [Text(""), *finding_lines(finding)]
     if report.holders:
@@ -72,6 +76,11 @@ def _signal_table(report: Report, spark_width: int) -> str:
                      format_value(signal.peak_value, signal.unit), signal_rate(signal),
                      sparkline(signal.values, spark_width)])
     return format_table(["signal", "last", "peak", "trend", ""], rows).rstrip("\n")
+
+
+def _breakdown_table(report: Report) -> str:
+    rows = [[r["category"], r["first"], r["last"], r["rate"]] for r in breakdown_rows(report)]
+    return format_table(["category", "first", "last", "per step"], rows).rstrip("\n")
 
 
 def _holder_table(report: Report) -> str:
