@@ -40,9 +40,14 @@ def breakdown_points(data: RunData) -> dict[str, list[list[float]]]:
     categories never measured are left out."""
     known = [name for name in (*CATEGORIES, *TOTALS) if name in data.breakdown]
     others = sorted(set(data.breakdown) - set(known))
-    return {name: [[int(x), int(y)] for x, y in zip(data.breakdown[name].x,
-                                                    data.breakdown[name].y)]
-            for name in (*known, *others) if data.breakdown[name]}
+    found = {}
+    for name in (*known, *others):
+        series = data.breakdown[name]
+        # Two censuses at one step (a snapshot on request and a scheduled one): the later.
+        by_step = {int(x): int(y) for x, y in zip(series.x, series.y)}
+        if by_step:
+            found[name] = [[step, value] for step, value in sorted(by_step.items())]
+    return found
 
 
 def category_rates(breakdown: Mapping[str, Points], since: float) -> dict[str, float]:
