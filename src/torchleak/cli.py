@@ -21,6 +21,7 @@ COMMANDS: dict[str, str] = {
     "query": "run read-only SQL against a run's trace",
     "top": "watch a running trace live",
     "ls": "list recorded runs",
+    "diff": "compare two runs: did the fix work?",
 }
 
 

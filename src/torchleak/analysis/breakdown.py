@@ -94,6 +94,10 @@ def category_for(finding: Finding, holder: HolderSeries | None,
     prefix = "cuda_" if finding.signal == S.CUDA_ALLOCATED else ""
     holds_tensors = bool(holder is not None and any(holder.tensors)) or (
         finding.kind in _TENSOR_KINDS)
+    if finding.kind == K.AUTOGRAD_GRAPH:
+        # After backward a kept graph holds its nodes (native heap), not its activations.
+        return _fastest([prefix + "autograd_saved", "python_objects"], rates) or (
+            prefix + "autograd_saved")
     if holds_tensors:
         if growing(prefix + "parameters", rates.get(prefix + "parameters")):
             return prefix + "parameters"  # gradients and optimizer state follow parameters

@@ -1,0 +1,76 @@
+"""`torchleak diff`: a leaky run and its fixed twin, recorded from real CPU loops."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness import Recorded, record_loop
+from loops import IN, make_batches
+
+from torchleak.analysis.diff import diff_reports
+from torchleak.cli import main
+from torchleak.views.diff import summary_line
+
+
+def _train(leak: bool, steps: int = 240) -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(IN, 64), nn.ReLU(), nn.Linear(64, 1024))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = make_batches(classes=1024)
+    epoch_logits = []
+    for step in range(steps):
+        x, y = batches[step % len(batches)]
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if leak:
+            epoch_logits.append(logits.detach())
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory: pytest.TempPathFactory) -> tuple[Recorded, Recorded]:
+    folder = tmp_path_factory.mktemp("twins")
+    leaky = record_loop(lambda: _train(True), folder, "leaky", "train.py")
+    fixed = record_loop(lambda: _train(False, steps=300), folder, "fixed", "train.py")
+    return leaky, fixed
+
+
+def test_diff_says_the_holder_went_away_and_the_slope_fell(
+        twins: tuple[Recorded, Recorded]) -> None:
+    leaky, fixed = twins
+    assert leaky.report.verdict == "leak" and fixed.report.verdict == "no_leak", (
+        leaky.explain(), fixed.explain())
+    diff = diff_reports(leaky.report, fixed.report)
+    assert [h.name for h in diff.gone] == ["epoch_logits"] and not diff.appeared
+    main_uss = next(s for s in diff.signals if s.signal == "main_uss")
+    assert main_uss.growth_a > 32 * 1024 and main_uss.growth_b == 0.0
+    assert diff.peak_delta is not None and diff.peak_delta < 0
+    line = summary_line(diff)
+    assert line.startswith("`epoch_logits` gone;") and "main USS slope" in line
+    assert not diff.worse and diff.reasons == []
+    other = next(c for c in diff.categories if c.category == "other_tensors")
+    assert other.delta is not None and other.delta < 0
+
+
+def test_fail_if_worse_exit_codes(twins: tuple[Recorded, Recorded], tmp_path: Path,
+                                  capsys: pytest.CaptureFixture[str]) -> None:
+    leaky, fixed = twins
+    a, b = str(leaky.trace.parent), str(fixed.trace.parent)
+    out = tmp_path / "diff.json"
+    assert main(["diff", a, b, "--fail-if-worse", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "holders that went away:\n  epoch_logits:" in text and "B is not worse" in text
+    data = json.loads(out.read_text())
+    assert data["worse"] is False and data["summary"].startswith("`epoch_logits` gone")
+    assert main(["diff", b, a, "--fail-if-worse"]) == 3
+    text = capsys.readouterr().out
+    assert "B leaks where A did not" in text and "`epoch_logits` appeared" in text
+    assert main(["diff", b, a]) == 0  # without --fail-if-worse a worse run is only reported
