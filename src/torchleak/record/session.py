@@ -47,6 +47,11 @@ class Recorder:
     def __init__(self, trace_path: Path, metadata: dict[str, Any], budget: float = 0.01,
                  claim: bool = True, on_fault: Callable[[str], None] | None = None) -> None:
         self._on_fault = on_fault
+        # Our own memory: the process's private bytes before the recorder exists, against
+        # after it has started (trace writer, SQLite connection, sampler and writer threads).
+        self._main = MainMemoryProbe()
+        self._uss_before = self._main.read()[1]
+        self.own_memory: dict[str, int] = {}
         self.writer = TraceWriter(trace_path, claim=claim, on_fault=self._writer_fault)
         self.metadata = metadata
         self.clock = StepClock()
@@ -55,7 +60,6 @@ class Recorder:
         self.epoch: int | None = None
         self.phase = "train"
         self.torch_attached = False
-        self._main = MainMemoryProbe()
         self._sampler = ChildSampler(self._emit_process, lambda: self.step,
                                      emit_heap=self._emit_heap)
         self._walker: HolderWalker | None = None
@@ -86,6 +90,8 @@ class Recorder:
         os.register_at_fork(after_in_child=self._forked)
         self._last_boundary = time.perf_counter()
         self.scheduler.started = _process_start(self._last_boundary)
+        self.own_memory["start_bytes"] = max(0, self._main.read()[1] - self._uss_before)
+        self.writer.set_meta("own_memory", self.own_memory)
 
     def attach_torch(self) -> None:
         """Wire the torch probes in: the program has imported torch (never called before)."""
@@ -131,8 +137,10 @@ class Recorder:
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
+                           "early_probe_seconds": round(self.scheduler.early_spent, 4),
                            "probe_costs": self.scheduler.summary(),
-                           "probes_disabled": sorted(self._disabled)}.items():
+                           "probes_disabled": sorted(self._disabled),
+                           "own_memory": self.own_memory}.items():
             self.writer.set_meta(key, value)
         self.writer.stop_thread()
         self.writer.flush()
@@ -305,6 +313,10 @@ class Recorder:
         self._census_seconds_per_block = min(rate, self._census_seconds_per_block) if (
             self._census_measured) else rate
         self._census_measured = True
+        # The census's scan list (one pointer per object), freed before the step resumes.
+        scan = 8 * result.gc_objects
+        if scan > self.own_memory.get("census_scan_bytes", 0):
+            self.own_memory["census_scan_bytes"] = scan
         self._add_rows("census", [(step, time.time(), seconds * 1000.0, reason, result.tensors,
                                    result.tensor_bytes, result.grad_fn_tensors,
                                    result.graph_nodes, result.graph_bytes, result.gc_objects)])

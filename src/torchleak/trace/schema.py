@@ -178,5 +178,5 @@ META_KEYS = (
     "pid", "hostname", "python", "torch", "platform", "devices", "ram_total",
     "cgroup_limit", "gpu_totals", "alloc_conf", "budget_pct", "start_time", "end_time",
     "status", "exit_code", "steps", "step_definition", "probes", "report", "live",
-    "limit", "guard", "safe", "overhead", "writer_dropped",
+    "limit", "guard", "safe", "overhead", "writer_dropped", "own_memory",
 )

@@ -75,6 +75,8 @@ def _stats(report: Report) -> list[tuple[str, str]]:
     if report.overhead:
         stats.append(("torchleak's cost", f"{100 * float(report.overhead.get('share', 0)):.2g}% "
                                           "of a step"))
+        if report.overhead.get("memory_bytes") is not None:
+            stats.append(("torchleak's memory", format_bytes(report.overhead["memory_bytes"])))
     return stats
 
 
