@@ -335,7 +335,8 @@ class Recorder:
         small, malloc_in_use = self._host.heap()
         _rss, uss = self._main.read()
         split = host_split(tensors, uss, self.workers_uss, small, malloc_in_use)
-        split.update(measure_cuda(tensors))
+        if self._cuda is not None and "cuda" not in self._disabled:
+            split.update(measure_cuda(tensors, self._cuda.latest))
         return [(step, name, value) for name, value in split.items()]
 
     # marks, events, failures ---------------------------------------------------------------

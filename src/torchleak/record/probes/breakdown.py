@@ -110,11 +110,9 @@ def host_split(tensors: dict[str, int], uss: int, workers: int, small: int | Non
             if value or name in ("allocator_slack", "total")}
 
 
-def cuda_split(tensors: dict[str, int], stats: dict[str, Any], free: int,
+def cuda_split(tensors: dict[str, int], allocated: int, reserved: int, free: int,
                total: int) -> dict[str, int]:
     """The device categories of one CUDA device and ``cuda_total`` (its used memory)."""
-    allocated = int(stats.get("allocated_bytes.all.current", 0))
-    reserved = int(stats.get("reserved_bytes.all.current", 0))
     split = {name: int(value) for name, value in tensors.items()
              if name.startswith("cuda_") and value}
     split["cuda_other_tensors"] = max(0, allocated - sum(v for k, v in split.items()
@@ -126,14 +124,14 @@ def cuda_split(tensors: dict[str, int], stats: dict[str, Any], free: int,
     return split
 
 
-def measure_cuda(tensors: dict[str, int]) -> dict[str, int]:
-    """The CUDA split of device 0, when the program uses CUDA (never initialises it)."""
-    from torchleak.record.probes.cuda import cuda_in_use
-
-    if not cuda_in_use():
+def measure_cuda(tensors: dict[str, int], latest: dict[int, tuple[int, ...]]) -> dict[str, int]:
+    """The CUDA split of the device the step's CUDA sample read (``latest``: allocated and
+    reserved per device, read at this boundary), with the driver's free memory now."""
+    if not latest:
         return {}
     import torch
 
-    device = torch.cuda.current_device()
+    device = min(latest)
+    allocated, reserved = latest[device][:2]
     free, total = torch.cuda.mem_get_info(device)
-    return cuda_split(tensors, torch.cuda.memory_stats(device), int(free), int(total))
+    return cuda_split(tensors, int(allocated), int(reserved), int(free), int(total))
