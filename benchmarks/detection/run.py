@@ -118,7 +118,8 @@ def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dic
         data = collect(tool, script, work) if rc == 0 else None
     except Exception as err:  # noqa: BLE001 - a tool whose output cannot be read scores 0
         data, output = None, f"{output}\ncollect failed: {type(err).__name__}: {err}"
-    shutil.rmtree(work, ignore_errors=True)
+    if data is not None or rc != 0:
+        shutil.rmtree(work, ignore_errors=True)  # kept when its output could not be read
     result = {"tool": tool, "script": entry["script"], "repeat": repeat, "rc": rc,
               "wall": round(wall, 3), "load": os.getloadavg()[0], "data": data,
               "output_tail": output[-3000:]}

@@ -7,7 +7,7 @@ rule reads the tool's own output the way its documentation reads it for leaks):
 
 - torchleak: the verdict is ``leak``.
 - tracemalloc: between the snapshot after warm-up and the one near the end, the largest
-  difference (``compare_to(..., "traceback")``) grew by at least ``MIN_GROWTH`` bytes.
+  difference (``compare_to(..., "lineno")``) grew by at least ``MIN_GROWTH`` bytes.
 - objgraph: between the two ``show_growth()`` calls, a type gained at least one object per
   two steps.
 - memray: in leaks mode (allocations never freed), at least ``MIN_GROWTH`` bytes were
@@ -121,7 +121,7 @@ def table(manifest: list[dict[str, Any]], results: dict[tuple[str, str, int], di
     rows = []
     leaky = [e for e in manifest if e["leaky"]]
     healthy = [e for e in manifest if not e["leaky"]]
-    for tool in tools:
+    for tool in [t for t in tools if t != "plain"]:
         outcomes: dict[str, list[tuple[bool, bool]]] = {}
         ratios = []
         for entry in manifest:
