@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness import KIB, Recorded, assert_leak, record_loop, theil_sen
-from loops import BATCH, IN, make_batches
+from loops import BATCH, IN, make_batches, train_keeping_logits
 
 from torchleak.analysis.breakdown import HOST, category_for
 from torchleak.record.probes.breakdown import PymallocStats, host_split
@@ -44,22 +44,8 @@ def _sums_match_total(run: Recorded) -> None:
 def test_detached_logits_grow_other_tensors_at_the_kept_rate(tmp_path: Path) -> None:
     kept_per_step = BATCH * CLASSES * 4
 
-    def train() -> None:
-        torch.manual_seed(0)
-        model = nn.Sequential(nn.Linear(IN, 64), nn.ReLU(), nn.Linear(64, CLASSES))
-        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-        batches = make_batches(classes=CLASSES)
-        epoch_logits = []
-        for step in range(240):
-            x, y = batches[step % len(batches)]
-            logits = model(x)
-            loss = F.cross_entropy(logits, y)
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
-            epoch_logits.append(logits.detach())
-
-    run = record_loop(train, tmp_path, "logits", "logits.py", budget=BUDGET)
+    run = record_loop(lambda: train_keeping_logits(240, CLASSES), tmp_path, "logits",
+                      "logits.py", budget=BUDGET)
     finding = assert_leak(run, "epoch_logits")
     assert finding.category == "other_tensors", run.explain()
     rate = _slope(run, "other_tensors")

@@ -6,40 +6,22 @@ import json
 from pathlib import Path
 
 import pytest
-import torch
-import torch.nn.functional as F
-from torch import nn
 
 from harness import Recorded, record_loop
-from loops import IN, make_batches
+from loops import train_keeping_logits
 
 from torchleak.analysis.diff import diff_reports
 from torchleak.cli import main
 from torchleak.views.diff import summary_line
 
 
-def _train(leak: bool, steps: int = 240) -> None:
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(IN, 64), nn.ReLU(), nn.Linear(64, 2048))
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    batches = make_batches(classes=2048)  # logits of 128 KiB a step
-    epoch_logits = []
-    for step in range(steps):
-        x, y = batches[step % len(batches)]
-        logits = model(x)
-        loss = F.cross_entropy(logits, y)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if leak:
-            epoch_logits.append(logits.detach())
-
-
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory: pytest.TempPathFactory) -> tuple[Recorded, Recorded]:
     folder = tmp_path_factory.mktemp("twins")
-    leaky = record_loop(lambda: _train(True), folder, "leaky", "train.py")
-    fixed = record_loop(lambda: _train(False, steps=300), folder, "fixed", "train.py")
+    # Logits of 128 KiB a step kept, and the fixed twin (longer: lengths may differ).
+    leaky = record_loop(lambda: train_keeping_logits(240, 2048), folder, "leaky", "train.py")
+    fixed = record_loop(lambda: train_keeping_logits(300, 2048, keep=False), folder, "fixed",
+                        "train.py")
     return leaky, fixed
 
 
