@@ -33,6 +33,7 @@ MIN_RATE = {"exact": 256.0, "heap": 4 * KIB}
 _TENSOR_KINDS = (K.AUTOGRAD_GRAPH, K.TENSOR_LIST, K.TENSOR_LIST_GRAPH, K.TENSOR_GROWTH,
                  K.TENSORS)
 Points = Sequence[Sequence[float]]
+GROWS = "where it grows (census breakdown):"
 
 
 def breakdown_points(data: RunData) -> dict[str, list[list[float]]]:
@@ -133,4 +134,4 @@ def rates_line(rates: Mapping[str, float], category: str | None) -> str:
     flat = [t for t in tracked if t in rates and t not in moving]
     if flat:
         parts.append(f"{', '.join(flat)} flat")
-    return "where it grows (census breakdown): " + "; ".join(parts)
+    return GROWS + " " + "; ".join(parts)
