@@ -171,7 +171,9 @@ def overhead_text(overhead: dict[str, Any]) -> str:
         if overhead.get("census_scan_bytes"):
             text += f" (+{format_bytes(overhead['census_scan_bytes'])} while a census scans)"
     if overhead.get("over_budget"):
-        text += "; over its budget"
+        runs = overhead.get("probe_runs") if isinstance(overhead.get("probe_runs"), dict) else {}
+        held = ", ".join(f"{name} {count}x" for name, count in runs.items())
+        text += "; over its budget" + (f" (expensive probes ran: {held})" if held else "")
     if overhead.get("disabled"):
         text += f"; switched off: {', '.join(map(str, overhead['disabled']))}"
     return text
