@@ -115,7 +115,8 @@ def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dic
         rc, output = 124, "timed out"
     wall = time.perf_counter() - started
     try:
-        data = collect(tool, script, work) if rc == 0 else None
+        # A tool that crashes on the way out may still have written its profile.
+        data = collect(tool, script, work) if rc in (0, 245, -11, 139) else None
     except Exception as err:  # noqa: BLE001 - a tool whose output cannot be read scores 0
         data, output = None, f"{output}\ncollect failed: {type(err).__name__}: {err}"
     if data is not None or rc != 0:

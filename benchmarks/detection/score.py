@@ -124,12 +124,14 @@ def table(manifest: list[dict[str, Any]], results: dict[tuple[str, str, int], di
     for tool in [t for t in tools if t != "plain"]:
         outcomes: dict[str, list[tuple[bool, bool]]] = {}
         ratios = []
+        crashes = 0  # runs that exited non-zero (their output is still read when written)
         for entry in manifest:
             name = entry["script"]
             runs = sorted((k[2], r) for k, r in results.items() if k[0] == tool and k[1] == name)
             plain = results.get(("plain", name, 0))
             for _repeat, result in runs:
-                if result.get("rc") != 0 or result.get("data") is None:
+                crashes += result.get("rc") != 0
+                if result.get("data") is None:  # no output to read: nothing reported
                     outcomes.setdefault(name, []).append((False, False))
                     continue
                 outcomes.setdefault(name, []).append(score(tool, result["data"], entry,
@@ -146,6 +148,7 @@ def table(manifest: list[dict[str, Any]], results: dict[tuple[str, str, int], di
             "overhead": median(ratios) if ratios else None,
             "runs": max((len(o) for o in outcomes.values()), default=0),
             "agreement": (sum(len(set(o)) == 1 for o in outcomes.values()), len(outcomes)),
+            "crashes": crashes,
             "outcomes": outcomes,
         })
     return rows

@@ -20,10 +20,10 @@ def main() -> None:
                         max_position_embeddings=64, output_hidden_states=True)
     model = BertForSequenceClassification(config)
     g = torch.Generator().manual_seed(0)
-    data = [{"input_ids": torch.randint(0, 128, (64,), generator=g),
-             "labels": torch.randint(0, 2, (), generator=g)} for _ in range(2048)]
+    data = [{"input_ids": torch.randint(0, 128, (32,), generator=g),
+             "labels": torch.randint(0, 2, (), generator=g)} for _ in range(1024)]
     args = TrainingArguments(output_dir="hf-out", per_device_train_batch_size=16,
-                             num_train_epochs=3, report_to=[], save_strategy="no",
+                             num_train_epochs=2, report_to=[], save_strategy="no",
                              logging_strategy="no", disable_tqdm=True, use_cpu=True,
                              dataloader_num_workers=0)
     KeepingTrainer(model=model, args=args, train_dataset=data).train()

@@ -26,7 +26,7 @@ class Model(L.LightningModule):
 def main() -> None:
     setup()
     data = TensorDataset(torch.randn(32 * 50, IN), torch.randint(0, 512, (32 * 50,)))
-    trainer = L.Trainer(max_epochs=8, logger=False, enable_checkpointing=False,
+    trainer = L.Trainer(max_epochs=5, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         accelerator="cpu", devices=1)
     trainer.fit(Model(), DataLoader(data, batch_size=32))
