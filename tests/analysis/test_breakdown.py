@@ -156,3 +156,27 @@ def test_category_follows_what_grows(kind: str, tensors: int, rates: dict[str, f
     finding = Finding(kind=kind, culprit="x", severity="high", fix="",
                       holder_path="train().kept" if holder else None)
     assert category_for(finding, holder, rates) == expected
+
+
+def test_census_classifies_roles_and_keeps_nothing_alive() -> None:
+    import gc
+    import weakref
+
+    from torchleak.record.probes.census import take_census
+
+    model = nn.Linear(256, 256)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    model(torch.randn(4, 256)).sum().backward()
+    opt.step()
+    kept = torch.zeros(1024, 256)
+    result = take_census()
+    weight = (256 * 256 + 256) * 4
+    assert result.categories["parameters"] >= weight
+    assert result.categories["gradients"] >= weight
+    assert result.categories["optimizer_state"] >= 2 * weight
+    assert result.categories["other_tensors"] >= kept.numel() * 4
+    refs = [weakref.ref(model.weight), weakref.ref(kept),
+            weakref.ref(opt.state[model.weight]["exp_avg"])]
+    del model, opt, kept
+    gc.collect()
+    assert [r() for r in refs] == [None, None, None]
