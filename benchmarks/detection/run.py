@@ -16,6 +16,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +30,7 @@ import score
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE / "scripts"
 TOOLS = ("plain", "torchleak", "tracemalloc", "objgraph", "memray", "scalene")
-TIMEOUT = 900
+TIMEOUT = 300  # seconds; a run stopped here reports nothing (plain runs take 5-60 s)
 
 
 def command(tool: str, script: Path, steps: int, work: Path) -> list[str]:
@@ -107,11 +108,17 @@ def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dic
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                TORCHLEAK_RUNS_DIR=str(work / "runs"))
     started = time.perf_counter()
+    # A session of its own: a timeout ends the tool's child processes too (Scalene runs
+    # the script in a child).
+    proc = subprocess.Popen(command(tool, script, entry["steps"], work), cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
     try:
-        proc = subprocess.run(command(tool, script, entry["steps"], work), cwd=work, env=env,
-                              capture_output=True, text=True, timeout=TIMEOUT)
-        rc, output = proc.returncode, proc.stdout + proc.stderr
+        output, _ = proc.communicate(timeout=TIMEOUT)
+        rc = proc.returncode
     except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
         rc, output = 124, "timed out"
     wall = time.perf_counter() - started
     try:
