@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -108,6 +109,7 @@ def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dic
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                TORCHLEAK_RUNS_DIR=str(work / "runs"))
     started = time.perf_counter()
+    cpu_before = _children_cpu()
     # A session of its own: a timeout ends the tool's child processes too (Scalene runs
     # the script in a child).
     proc = subprocess.Popen(command(tool, script, entry["steps"], work), cwd=work, env=env,
@@ -121,6 +123,7 @@ def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dic
         proc.communicate()
         rc, output = 124, "timed out"
     wall = time.perf_counter() - started
+    cpu = _children_cpu() - cpu_before  # CPU seconds: far less sensitive to other load
     try:
         # A tool that crashes on the way out may still have written its profile.
         data = collect(tool, script, work) if rc in (0, 245, -11, 139) else None
@@ -129,11 +132,19 @@ def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dic
     if data is not None or rc != 0:
         shutil.rmtree(work, ignore_errors=True)  # kept when its output could not be read
     result = {"tool": tool, "script": entry["script"], "repeat": repeat, "rc": rc,
-              "wall": round(wall, 3), "load": os.getloadavg()[0], "data": data,
+              "wall": round(wall, 3), "cpu": round(cpu, 3), "load": os.getloadavg()[0],
+              "data": data,
               "output_tail": output[-3000:]}
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(result, indent=1))
     return result
+
+
+def _children_cpu() -> float:
+    """User + system seconds of every finished child process (and what they waited for:
+    DataLoader workers, Scalene's child)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def load_results(results: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -146,17 +157,24 @@ def load_results(results: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
 
 def markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| tool | leaks reported (recall) | false alarms | holder or site named | "
-             "whole-run time vs plain (median) | same outcome over repeats |",
-             "|---|---|---|---|---|---|"]
+             "whole-run wall time vs plain (median) | CPU time vs plain (median) | "
+             "same outcome over repeats |", "|---|---|---|---|---|---|---|"]
     for row in rows:
         if row["tool"] == "plain":
             continue
         overhead = f"{row['overhead']:.2f}x" if row["overhead"] else "-"
-        agree = (f"{row['agreement'][0]}/{row['agreement'][1]} scripts ({row['runs']} runs)"
-                 if row["runs"] > 1 else "- (1 run)")
+        agree = "- (1 run)"
+        if row["runs"] > 1:
+            spread = ", ".join(f"{lo}-{hi}" if lo != hi else f"{lo}" for lo, hi in (
+                (min(c[i] for c in row["per_run"]), max(c[i] for c in row["per_run"]))
+                for i in range(3)))
+            agree = (f"{row['agreement'][0]}/{row['agreement'][1]} scripts over {row['runs']} "
+                     f"runs (recall, false alarms, named per run: {spread})")
+        cpu = (f"{row['cpu_overhead']:.2f}x ({row['cpu_scripts']} runs)"
+               if row["cpu_overhead"] else "-")
         lines.append(f"| {row['tool']} | {row['recall'][0]}/{row['recall'][1]} | "
                      f"{row['false_alarms'][0]}/{row['false_alarms'][1]} | "
-                     f"{row['named'][0]}/{row['named'][1]} | {overhead} | {agree} |")
+                     f"{row['named'][0]}/{row['named'][1]} | {overhead} | {cpu} | {agree} |")
     return "\n".join(lines)
 
 
@@ -185,6 +203,8 @@ def main() -> None:
     parser.add_argument("--only", action="append", help="a script name (repeatable)")
     parser.add_argument("--results", type=Path, default=HERE / "results")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--cpu-results", type=Path, default=HERE / "results-cpu",
+                        help="a second pass of plain and torchleak timed in CPU seconds")
     args = parser.parse_args()
     manifest = json.loads((HERE / "manifest.json").read_text())["scripts"]
     chosen = [e for e in manifest if not args.only or e["script"] in args.only]
@@ -197,9 +217,15 @@ def main() -> None:
                     print(f"{tool:12} {entry['script']:28} #{repeat} rc={result['rc']} "
                           f"{result['wall']:.1f} s", flush=True)
     results = load_results(args.results)
+    cpu_pass = load_results(args.cpu_results) if args.cpu_results.exists() else {}
+    plain_cpu = {k[1]: r["cpu"] for k, r in {**results, **cpu_pass}.items()
+                 if k[0] == "plain" and r.get("rc") == 0 and r.get("cpu")}
+    for key, result in cpu_pass.items():  # CPU-timed runs of torchleak join its CPU column
+        if key[0] != "plain":
+            results.setdefault((key[0], key[1], 100 + key[2]), {**result, "cpu_only": True})
     sources = {e["script"]: (SCRIPTS / e["script"]).read_text() for e in manifest}
     rows = score.table(manifest, results, sources, [t for t in TOOLS if t in tools or
-                                                    args.table_only])
+                                                    args.table_only], plain_cpu)
     print(markdown(rows))
     print()
     print(per_script(rows, manifest))

@@ -115,21 +115,29 @@ def score(tool: str, data: dict[str, Any], entry: dict[str, Any], source: str
 
 
 def table(manifest: list[dict[str, Any]], results: dict[tuple[str, str, int], dict[str, Any]],
-          sources: dict[str, str], tools: list[str]) -> list[dict[str, Any]]:
-    """One row per tool: recall, false alarms, holders named, median whole-run overhead,
-    and for repeated runs the share of scripts whose outcome never changed."""
+          sources: dict[str, str], tools: list[str],
+          plain_cpu: dict[str, float] | None = None) -> list[dict[str, Any]]:
+    """One row per tool: recall, false alarms, holders named, median whole-run overhead
+    (wall time, and CPU time against ``plain_cpu`` when given), and for repeated runs the
+    share of scripts whose outcome never changed."""
     rows = []
     leaky = [e for e in manifest if e["leaky"]]
     healthy = [e for e in manifest if not e["leaky"]]
     for tool in [t for t in tools if t != "plain"]:
         outcomes: dict[str, list[tuple[bool, bool]]] = {}
-        ratios = []
+        ratios: list[float] = []
+        cpu_ratios: list[float] = []
         crashes = 0  # runs that exited non-zero (their output is still read when written)
         for entry in manifest:
             name = entry["script"]
             runs = sorted((k[2], r) for k, r in results.items() if k[0] == tool and k[1] == name)
             plain = results.get(("plain", name, 0))
             for _repeat, result in runs:
+                base = (plain_cpu or {}).get(name)
+                if base and result.get("cpu") and result.get("rc") == 0:
+                    cpu_ratios.append(result["cpu"] / base)
+                if result.get("cpu_only"):  # a run timed for its CPU cost only
+                    continue
                 crashes += result.get("rc") != 0
                 if result.get("data") is None:  # no output to read: nothing reported
                     outcomes.setdefault(name, []).append((False, False))
@@ -139,6 +147,8 @@ def table(manifest: list[dict[str, Any]], results: dict[tuple[str, str, int], di
                 if plain and plain.get("rc") == 0 and plain.get("wall"):
                     ratios.append(result["wall"] / plain["wall"])
         first = {n: o[0] for n, o in outcomes.items() if o}
+        per_run = [_counts({n: o[r] for n, o in outcomes.items() if len(o) > r}, leaky, healthy)
+                   for r in range(max((len(o) for o in outcomes.values()), default=0))]
         rows.append({
             "tool": tool,
             "recall": (sum(first.get(e["script"], (False, False))[0] for e in leaky), len(leaky)),
@@ -146,9 +156,20 @@ def table(manifest: list[dict[str, Any]], results: dict[tuple[str, str, int], di
                              len(healthy)),
             "named": (sum(first.get(e["script"], (False, False))[1] for e in leaky), len(leaky)),
             "overhead": median(ratios) if ratios else None,
+            "cpu_overhead": median(cpu_ratios) if cpu_ratios else None,
+            "cpu_scripts": len(cpu_ratios),
             "runs": max((len(o) for o in outcomes.values()), default=0),
             "agreement": (sum(len(set(o)) == 1 for o in outcomes.values()), len(outcomes)),
             "crashes": crashes,
+            "per_run": per_run,  # (recall, false alarms, named) of each repeat
             "outcomes": outcomes,
         })
     return rows
+
+
+def _counts(outcome: dict[str, tuple[bool, bool]], leaky: list[dict[str, Any]],
+            healthy: list[dict[str, Any]]) -> tuple[int, int, int]:
+    miss = (False, False)
+    return (sum(outcome.get(e["script"], miss)[0] for e in leaky),
+            sum(outcome.get(e["script"], miss)[0] for e in healthy),
+            sum(outcome.get(e["script"], miss)[1] for e in leaky))

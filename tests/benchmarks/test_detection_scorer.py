@@ -101,3 +101,18 @@ def test_manifest_names_real_scripts_and_sites() -> None:
         source = (ROOT / "scripts" / entry["script"]).read_text()
         if entry["leaky"]:
             assert entry["holder"] and score.site_lines(entry, source), entry["script"]
+
+
+def test_cpu_overhead_uses_cpu_timed_runs_without_counting_them_as_repeats() -> None:
+    manifest = [ENTRY]
+    leak = {"verdict": "leak", "findings": []}
+    results = {
+        ("plain", "train.py", 0): {"rc": 0, "wall": 2.0, "cpu": 2.0, "data": {}},
+        ("torchleak", "train.py", 0): {"rc": 0, "wall": 3.0, "data": leak},
+        ("torchleak", "train.py", 100): {"rc": 0, "wall": 9.0, "cpu": 2.2, "data": leak,
+                                         "cpu_only": True},
+    }
+    row = score.table(manifest, results, {"train.py": SOURCE}, ["torchleak"],
+                      {"train.py": 2.0})[0]
+    assert row["runs"] == 1 and row["overhead"] == pytest.approx(1.5)
+    assert row["cpu_overhead"] == pytest.approx(1.1) and row["cpu_scripts"] == 1
