@@ -117,54 +117,48 @@ def score(tool: str, data: dict[str, Any], entry: dict[str, Any], source: str
 def table(manifest: list[dict[str, Any]], results: dict[tuple[str, str, int], dict[str, Any]],
           sources: dict[str, str], tools: list[str],
           plain_cpu: dict[str, float] | None = None) -> list[dict[str, Any]]:
-    """One row per tool: recall, false alarms, holders named, median whole-run overhead
-    (wall time, and CPU time against ``plain_cpu`` when given), and for repeated runs the
-    share of scripts whose outcome never changed."""
-    rows = []
+    """One row per tool: recall, false alarms, holders named (the median run's), median
+    whole-run overhead (wall time, and CPU time against ``plain_cpu`` when given), and for
+    repeated runs the share of scripts whose outcome never changed."""
+    return [_tool_row(tool, manifest, results, sources, plain_cpu or {})
+            for tool in tools if tool != "plain"]
+
+
+def _tool_row(tool: str, manifest: list[dict[str, Any]],
+              results: dict[tuple[str, str, int], dict[str, Any]], sources: dict[str, str],
+              plain_cpu: dict[str, float]) -> dict[str, Any]:
+    outcomes: dict[str, list[tuple[bool, bool]]] = {}
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
+    crashes = 0  # runs that exited non-zero (their output is still read when written)
+    for entry in manifest:
+        name = entry["script"]
+        plain = results.get(("plain", name, 0))
+        for _repeat, result in sorted((k[2], r) for k, r in results.items()
+                                      if k[0] == tool and k[1] == name):
+            if plain_cpu.get(name) and result.get("cpu") and result.get("rc") == 0:
+                cpu_ratios.append(result["cpu"] / plain_cpu[name])
+            if result.get("cpu_only"):  # a run timed for its CPU cost only
+                continue
+            crashes += result.get("rc") != 0
+            found = (False, False) if result.get("data") is None else score(
+                tool, result["data"], entry, sources[name])  # no output: nothing reported
+            outcomes.setdefault(name, []).append(found)
+            if result.get("data") is not None and plain and plain.get("rc") == 0:
+                ratios.append(result["wall"] / plain["wall"])
     leaky = [e for e in manifest if e["leaky"]]
     healthy = [e for e in manifest if not e["leaky"]]
-    for tool in [t for t in tools if t != "plain"]:
-        outcomes: dict[str, list[tuple[bool, bool]]] = {}
-        ratios: list[float] = []
-        cpu_ratios: list[float] = []
-        crashes = 0  # runs that exited non-zero (their output is still read when written)
-        for entry in manifest:
-            name = entry["script"]
-            runs = sorted((k[2], r) for k, r in results.items() if k[0] == tool and k[1] == name)
-            plain = results.get(("plain", name, 0))
-            for _repeat, result in runs:
-                base = (plain_cpu or {}).get(name)
-                if base and result.get("cpu") and result.get("rc") == 0:
-                    cpu_ratios.append(result["cpu"] / base)
-                if result.get("cpu_only"):  # a run timed for its CPU cost only
-                    continue
-                crashes += result.get("rc") != 0
-                if result.get("data") is None:  # no output to read: nothing reported
-                    outcomes.setdefault(name, []).append((False, False))
-                    continue
-                outcomes.setdefault(name, []).append(score(tool, result["data"], entry,
-                                                           sources[name]))
-                if plain and plain.get("rc") == 0 and plain.get("wall"):
-                    ratios.append(result["wall"] / plain["wall"])
-        first = {n: o[0] for n, o in outcomes.items() if o}
-        per_run = [_counts({n: o[r] for n, o in outcomes.items() if len(o) > r}, leaky, healthy)
-                   for r in range(max((len(o) for o in outcomes.values()), default=0))]
-        rows.append({
-            "tool": tool,
-            "recall": (sum(first.get(e["script"], (False, False))[0] for e in leaky), len(leaky)),
-            "false_alarms": (sum(first.get(e["script"], (False, False))[0] for e in healthy),
-                             len(healthy)),
-            "named": (sum(first.get(e["script"], (False, False))[1] for e in leaky), len(leaky)),
+    runs = max((len(o) for o in outcomes.values()), default=0)
+    per_run = [_counts({n: o[r] for n, o in outcomes.items() if len(o) > r}, leaky, healthy)
+               for r in range(runs)] or [(0, 0, 0)]
+    middle = [sorted(c[i] for c in per_run)[(len(per_run) - 1) // 2] for i in range(3)]
+    return {"tool": tool, "recall": (middle[0], len(leaky)),
+            "false_alarms": (middle[1], len(healthy)), "named": (middle[2], len(leaky)),
             "overhead": median(ratios) if ratios else None,
             "cpu_overhead": median(cpu_ratios) if cpu_ratios else None,
-            "cpu_scripts": len(cpu_ratios),
-            "runs": max((len(o) for o in outcomes.values()), default=0),
+            "cpu_scripts": len(cpu_ratios), "runs": runs,
             "agreement": (sum(len(set(o)) == 1 for o in outcomes.values()), len(outcomes)),
-            "crashes": crashes,
-            "per_run": per_run,  # (recall, false alarms, named) of each repeat
-            "outcomes": outcomes,
-        })
-    return rows
+            "crashes": crashes, "per_run": per_run, "outcomes": outcomes}
 
 
 def _counts(outcome: dict[str, tuple[bool, bool]], leaky: list[dict[str, Any]],
