@@ -62,7 +62,7 @@ def test_html_stacked_chart_hovers_without_script(report) -> None:  # type: igno
     html = get_renderer("html").render(report)
     section = html[html.index('<section id="breakdown">'):html.index('<section id="signals">')]
     assert "<script" not in html.lower()
-    assert section.count('<svg class="chart stacked"') == 1
+    assert section.count('<svg class="stacked"') == 1
     assert "<title>other_tensors: 15 MiB measured at step 60</title>" in section
     # A negative slack is drawn at zero height and says its value.
     slack = re.search(r'height="([0-9.]+)" fill="#94a3b8"><title>allocator_slack: -1 KiB', section)

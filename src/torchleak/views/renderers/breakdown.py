@@ -105,7 +105,7 @@ def stacked_svg(title: str, report: Report, names: list[str]) -> str:
                          f'<title>{escape(name)}: {escape(format_bytes(value))} measured at '
                          f'step {format_count(step)}</title></rect>')
             base += height
-    return (f'<svg class="chart stacked" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
+    return (f'<svg class="stacked" viewBox="0 0 {WIDTH} {HEIGHT}" role="img" '
             f'aria-label="{escape(title)}" preserveAspectRatio="xMidYMid meet">'
             f'{"".join(parts)}</svg>')
 
