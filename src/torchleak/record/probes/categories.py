@@ -63,6 +63,18 @@ class StorageRoles:
         return found
 
 
+def subclasses(cls: type) -> set[type]:
+    """``cls`` and every subclass defined so far (user optimizers derive from torch's)."""
+    found: set[type] = set()
+    stack = [cls]
+    while stack:
+        current = stack.pop()
+        if current not in found:
+            found.add(current)
+            stack.extend(type.__subclasses__(current))
+    return found
+
+
 def tensor_roles(tensors: list[Any], optimizers: Iterable[Any]) -> StorageRoles:
     """Classify the census's tensors (and the gradients/state no Python object wraps)."""
     roles = StorageRoles()

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from torchleak.record.probes.categories import tensor_roles
+from torchleak.record.probes.categories import subclasses, tensor_roles
 from torchleak.record.probes.graph import walk_graph
 
 _GRAPH_CAP = 200_000
@@ -47,7 +47,7 @@ def _census() -> CensusResult:
     result = CensusResult(gc_objects=len(objects))
     type_counts: collections.Counter[type] = collections.Counter(map(type, objects))
     tensor_types = {t for t in type_counts if issubclass(t, torch.Tensor)}
-    optimizer_types = {t for t in type_counts if issubclass(t, torch.optim.Optimizer)}
+    optimizer_types = subclasses(torch.optim.Optimizer)  # not from type counts: kept lean
     wanted = tensor_types | optimizer_types
     found = [o for o in objects if type(o) in wanted] if wanted else []
     del objects
