@@ -189,6 +189,11 @@ def per_script(rows: list[dict[str, Any]], manifest: list[dict[str, Any]]) -> st
             if not outcome:
                 cells.append("-")
                 continue
+            if len(outcome) > 1:  # repeated runs: how many reported and named it
+                flagged, named = (sum(o[i] for o in outcome) for i in (0, 1))
+                cells.append(f"leak {flagged}/{len(outcome)}" + (
+                    f", named {named}/{len(outcome)}" if named else ""))
+                continue
             flagged, named = outcome[0]
             cells.append(("leak" if flagged else "no") + (" + named" if named else ""))
         lines.append(f"| {entry['script']} | {entry['style']} | "
