@@ -23,6 +23,7 @@ COMMANDS: dict[str, str] = {
     "query": "run read-only SQL against a run's trace",
     "top": "watch a running trace live",
     "ls": "list recorded runs",
+    "diff": "compare two runs: did the fix work?",
     "attach": "reach into a live run: run code in it, walk its holders, snapshot, clean up",
     "doctor": "check the machine and a training script before a run",
     "completion": "print the shell code that completes torchleak's commands (bash, zsh, fish)",

@@ -145,6 +145,7 @@ class Report:
     safe: list[dict[str, Any]] = field(default_factory=list)  # settings --safe applied
     overhead: dict[str, Any] = field(default_factory=dict)  # torchleak's own cost
     breakdown: dict[str, list[list[float]]] = field(default_factory=dict)
+    breakdown_rates: dict[str, float] = field(default_factory=dict)  # bytes/step after warm-up
     ranks: list[dict[str, Any]] = field(default_factory=list)  # per rank, multi-rank runs
     source: str = "final"  # 'final' | 'live' | 'analysed now'
 

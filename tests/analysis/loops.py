@@ -37,3 +37,24 @@ def graph_nodes(grad_fn: object) -> int:
         keep.append(node)
         stack.extend(child for child, _ in getattr(node, "next_functions", ()))
     return len(seen)
+
+
+def train_keeping_logits(steps: int, classes: int, keep: bool = True) -> None:
+    """An Adam loop that keeps each step's detached logits (BATCH x ``classes`` float32)
+    in ``epoch_logits`` when ``keep``; its fixed twin when not."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(IN, 64), nn.ReLU(), nn.Linear(64, classes))
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    batches = make_batches(classes=classes)
+    epoch_logits = []
+    for step in range(steps):
+        x, y = batches[step % len(batches)]
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if keep:
+            epoch_logits.append(logits.detach())

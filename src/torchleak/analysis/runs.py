@@ -9,7 +9,7 @@ per rank and a line that says which ranks leak.
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,7 @@ class RunSummary:
     guard: str | None = None
     safe: int = 0
     error: str = ""  # why the trace could not be read
+    overhead: dict[str, Any] = field(default_factory=dict)  # torchleak's own cost, when known
 
 
 def summarize(run: RunFolder) -> RunSummary:
@@ -180,7 +181,7 @@ def _summarize(run: RunFolder) -> RunSummary:
                       shown, steps, verdict, count, peak_rss, peak_cuda,
                       float(start) if isinstance(start, (int, float)) else start_time(run),
                       run.ranks, f"{guard.get('mode')} at step {guard.get('step')}" if guard
-                      else None, len(safe))
+                      else None, len(safe), overhead=_overhead(meta))
 
 
 def _verdict(meta: dict[str, Any], conn: Any, status: RunStatus) -> tuple[str, int]:
@@ -191,6 +192,12 @@ def _verdict(meta: dict[str, Any], conn: Any, status: RunStatus) -> tuple[str, i
     if isinstance(live, dict) and live.get("verdict"):
         return f"{live['verdict']} (live)", int(live.get("findings") or 0)
     return ("-" if status is RunStatus.RUNNING else "not analysed"), 0
+
+
+def _overhead(meta: dict[str, Any]) -> dict[str, Any]:
+    report = meta.get("report")
+    found = report.get("overhead") if isinstance(report, dict) else None
+    return dict(found) if isinstance(found, dict) else {}
 
 
 def near_limit(meta: dict[str, Any], peak_rss: Any) -> bool:

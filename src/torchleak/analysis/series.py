@@ -113,6 +113,8 @@ class RunData:
     meta: dict[str, Any] = field(default_factory=dict)
     full_walks: list[int] = field(default_factory=list)
     monitor_ms: list[float] = field(default_factory=list)  # a bounded sample, for the median
+    monitor_ms_total: float = 0.0  # torchleak's time at every boundary, summed
+    step_ms_total: float = 0.0  # the steps' own wall time (ours excluded), summed
     cuda_total: int | None = None
     cuda_extra: dict[str, float] = field(default_factory=dict)  # retries, ooms, inactive split
 
@@ -169,8 +171,10 @@ class RunDataBuilder:
                     target.add(step, float(raw))
             if number(duration) is not None:
                 self._durations.append(float(duration))
+                data.step_ms_total += float(duration)
             if number(monitor) is not None:
                 self._monitor.append(float(monitor))
+                data.monitor_ms_total += float(monitor)
             last = max(last, step)
         self._cursor["steps"] = last
         data.steps = last

@@ -5,6 +5,7 @@ from __future__ import annotations
 from statistics import median
 from typing import Any
 
+from torchleak.analysis.breakdown import assign_categories, breakdown_points
 from torchleak.analysis.charts import all_signals, holder_growth, holder_signals
 from torchleak.analysis.holders import holder_findings
 from torchleak.analysis.oom import memory_limit
@@ -46,8 +47,8 @@ def build_report(data: RunData, replay: bool = True) -> Report:
                     marks=[Mark(s, n, v) for s, n, v in data.marks],
                     events=[Event(*e) for e in data.events], limit=_limit(data),
                     guard=guard_record(data.meta), safe=_safe(data.meta), overhead=overhead(data),
-                    breakdown={name: [[x, y] for x, y in zip(s.x, s.y)]
-                               for name, s in data.breakdown.items()})
+                    breakdown=breakdown_points(data))
+    report.breakdown_rates = assign_categories(report.findings, data, report.breakdown)
     _decide(report, data)
     return report
 
@@ -126,17 +127,63 @@ def guard_record(meta: dict[str, Any]) -> dict[str, Any] | None:
 
 
 def overhead(data: RunData) -> dict[str, Any]:
-    """torchleak's own cost, measured: its time at each boundary against a step's time."""
+    """torchleak's own cost, measured: its time at each boundary against a step's time
+    (the median step, and the whole run), the expensive probes against the budget, and
+    its own memory (see docs/detection.md, "torchleak's own cost")."""
     if not data.monitor_ms or not data.step_seconds:
         return {}
     ms = median(data.monitor_ms)
     step_ms = data.step_seconds * 1000.0
-    probes = data.meta.get("monitor_seconds")
-    costs = {"ms_per_step": round(ms, 4), "share": round(ms / (step_ms + ms), 4),
-             "step_ms": round(step_ms, 3)}
-    if isinstance(probes, (int, float)):
-        costs["probe_seconds"] = round(float(probes), 3)
+    costs: dict[str, Any] = {"ms_per_step": round(ms, 4), "share": round(ms / (step_ms + ms), 4),
+                             "step_ms": round(step_ms, 3)}
+    whole = data.monitor_ms_total + data.step_ms_total
+    if whole > 0 and data.steps:
+        costs["mean_ms_per_step"] = round(data.monitor_ms_total / data.steps, 4)
+        costs["run_share"] = round(data.monitor_ms_total / whole, 4)
+    costs.update(_probe_costs(data.meta))
+    costs.update(_own_memory(data.meta))
     disabled = data.meta.get("probes_disabled")
     if isinstance(disabled, list) and disabled:
-        costs["disabled"] = disabled
+        costs["disabled"] = [str(d) for d in disabled]
+    costs["over_budget"] = bool(costs["share"] > MAX_STEP_SHARE or costs.get(
+        "probe_share", 0) > BUDGET_SLACK * costs.get("budget", 1.0))
     return costs
+
+
+MAX_STEP_SHARE = 0.05  # a boundary costing more than this share of a typical step is too much
+BUDGET_SLACK = 1.5  # the scheduler checks the budget before a probe runs, not after
+
+
+def _probe_costs(meta: dict[str, Any]) -> dict[str, Any]:
+    """The expensive probes' total, their share of the run's wall time, and their runs."""
+    found: dict[str, Any] = {}
+    probes = number(meta.get("monitor_seconds"))
+    budget = number(meta.get("budget_pct"))
+    if probes is not None:
+        found["probe_seconds"] = round(probes, 3)
+        start, end = number(meta.get("start_time")), number(meta.get("end_time"))
+        early = number(meta.get("early_probe_seconds")) or 0.0
+        if start is not None and end is not None and end > start:
+            # The budget covers what follows the start-up anchors (a fixed cost).
+            found["probe_share"] = round(max(0.0, probes - early) / (end - start), 4)
+            found["startup_probe_seconds"] = round(early, 3)
+    if budget is not None:
+        found["budget"] = round(budget / 100.0, 4)
+    runs = meta.get("probe_costs")
+    if isinstance(runs, dict):
+        found["probe_runs"] = {str(k): int(number(v.get("runs")) or 0) for k, v in runs.items()
+                               if isinstance(v, dict)}
+    return found
+
+
+def _own_memory(meta: dict[str, Any]) -> dict[str, Any]:
+    own = meta.get("own_memory")
+    if not isinstance(own, dict):
+        return {}
+    found = {}
+    for key, name in (("start_bytes", "memory_bytes"), ("census_scan_bytes",
+                                                         "census_scan_bytes")):
+        value = number(own.get(key))
+        if value is not None:
+            found[name] = int(value)
+    return found

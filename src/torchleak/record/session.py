@@ -52,6 +52,11 @@ class Recorder:
     def __init__(self, trace_path: Path, metadata: dict[str, Any], budget: float = 0.01,
                  claim: bool = True, on_fault: Callable[[str], None] | None = None) -> None:
         self._on_fault = on_fault
+        # Our own memory: the process's private bytes before the recorder exists, against
+        # after it has started (trace writer, SQLite connection, sampler and writer threads).
+        self._main = MainMemoryProbe()
+        self._uss_before = self._main.read()[1]
+        self.own_memory: dict[str, int] = {}
         self.writer = TraceWriter(trace_path, claim=claim, on_fault=self._writer_fault)
         self.metadata = metadata
         self.clock = StepClock()
@@ -60,7 +65,6 @@ class Recorder:
         self.epoch: int | None = None
         self.phase = "train"
         self.torch_attached = False
-        self._main = MainMemoryProbe()
         self._heap = HeapProbe()
         self._sampler = ChildSampler(self._emit_process, lambda: self.step,
                                      emit_heap=self._emit_heap)
@@ -78,6 +82,7 @@ class Recorder:
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._last_sizes: dict[str, float] = {}
         self._census_measured = False
+        self._host: Any = None  # heap readings for the breakdown, made at the first census
         self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 us; updated per census
         self.boundary_listeners: list[Callable[[int], None]] = []
         # What makes a step: optimizer | manual | forward | time (docs/detection.md).
@@ -101,6 +106,8 @@ class Recorder:
         os.register_at_fork(after_in_child=lambda: _forked(ref))
         self._last_boundary = time.perf_counter()
         self.scheduler.started = _process_start(self._last_boundary)
+        self.own_memory["start_bytes"] = max(0, self._main.read()[1] - self._uss_before)
+        self.writer.set_meta("own_memory", self.own_memory)
 
     def attach_torch(self) -> None:
         """Wire the torch probes in: the program has imported torch (never called before)."""
@@ -152,8 +159,10 @@ class Recorder:
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
+                           "early_probe_seconds": round(self.scheduler.early_spent, 4),
                            "probe_costs": self.scheduler.summary(),
-                           "probes_disabled": sorted(self._disabled)}.items():
+                           "probes_disabled": sorted(self._disabled),
+                           "own_memory": self.own_memory}.items():
             self.writer.set_meta(key, value)
         self.writer.stop_thread()
         self.writer.flush()
@@ -356,6 +365,9 @@ class Recorder:
         # Every fourth census (and any asked for) counts objects by type too.
         result = take_census(with_types=reason != "schedule" and reason != "anchor"
                              or self.scheduler.costs["census"].runs % 4 == 3)
+        if "breakdown" not in self._disabled:  # its readings are part of the census's cost
+            self._safely("breakdown", lambda: self._add_rows("breakdown", self._breakdown(
+                step, result.categories)))
         seconds = time.perf_counter() - start
         # The best rate seen: a census slowed by a busy machine must not cancel the next.
         rate = seconds / max(1, blocks)
@@ -363,6 +375,10 @@ class Recorder:
             self._census_measured) else rate
         self._census_measured = True
         self.latest_census = (step, result.tensors, result.tensor_bytes)
+        # The census's scan list (one pointer per object), freed before the step resumes.
+        scan = 8 * result.gc_objects
+        if scan > self.own_memory.get("census_scan_bytes", 0):
+            self.own_memory["census_scan_bytes"] = scan
         self._add_rows("census", [(step, time.time(), seconds * 1000.0, reason, result.tensors,
                                    result.tensor_bytes, result.grad_fn_tensors,
                                    result.graph_nodes, result.graph_bytes, result.gc_objects)])
@@ -370,6 +386,20 @@ class Recorder:
                                           in result.by_device_dtype.items()])
         self._add_rows("census_types", [(step, name, n) for name, n in result.top_types])
         self.scheduler.ran("census", step, seconds)
+
+    def _breakdown(self, step: int, tensors: dict[str, int]) -> list[tuple[str | int, ...]]:
+        """Split the measured memory at this census (readings taken together, now that
+        the census has freed its scan)."""
+        from torchleak.record.probes.breakdown import HostReader, host_split, measure_cuda
+
+        if self._host is None:
+            self._host = HostReader()
+        small, malloc_in_use = self._host.heap()
+        _rss, uss = self._main.read()
+        split = host_split(tensors, uss, self.workers_uss, small, malloc_in_use)
+        if self._cuda is not None and "cuda" not in self._disabled:
+            split.update(measure_cuda(tensors, self._cuda.latest))
+        return [(step, name, value) for name, value in split.items()]
 
     # marks, events, failures ---------------------------------------------------------------
     def mark(self, name: str, value: str | None = None) -> None:

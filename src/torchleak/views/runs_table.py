@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from torchleak.analysis.runs import RunSummary
-from torchleak.units import format_bytes, format_time
+from torchleak.units import format_bytes, format_time, number
 from torchleak.views.tabular import format_table
 
 
@@ -28,17 +29,27 @@ def runs_table(runs: list[RunSummary]) -> str:
     columns = ["run", "status", "steps", "verdict", "peak rss"]
     columns += ["peak cuda"] if with_cuda else []
     columns += ["ranks"] if with_ranks else []
-    columns += ["started", "script"]
+    columns += ["torchleak's cost", "started", "script"]
     rows = []
     for run in runs:
         row: list[object] = [run.path.name, run.status, run.steps, _verdict(run),
                              format_bytes(run.peak_rss)]
         row += [format_bytes(run.peak_cuda)] if with_cuda else []
         row += [run.ranks] if with_ranks else []
-        row += [format_time(run.start_time), run.script]
+        row += [cost_cell(run.overhead), format_time(run.start_time), run.script]
         rows.append(row)
     count = len(runs)
     return format_table(columns, rows, f"({count} run{'s' if count != 1 else ''})")
+
+
+def cost_cell(overhead: dict[str, Any]) -> str:
+    """"1.6%, 1.2 MiB": torchleak's share of a step and its own memory."""
+    if not overhead or number(overhead.get("share")) is None:
+        return "-"
+    text = f"{100 * float(overhead['share']):.2g}%"
+    if number(overhead.get("memory_bytes")) is not None:
+        text += f", {format_bytes(overhead['memory_bytes'])}"
+    return text + (" (over budget)" if overhead.get("over_budget") else "")
 
 
 def runs_json(runs: list[RunSummary]) -> str:
@@ -47,5 +58,6 @@ def runs_json(runs: list[RunSummary]) -> str:
         "status": r.status, "steps": r.steps, "verdict": r.verdict, "findings": r.findings,
         "peak_rss": r.peak_rss, "peak_cuda": r.peak_cuda, "start_time": r.start_time,
         "ranks": r.ranks, "guard": r.guard, "safe_settings": r.safe, "error": r.error or None,
+        "overhead": r.overhead or None,
     } for r in runs]
     return json.dumps(data, indent=2) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from torchleak.analysis.breakdown import GROWS
 from torchleak.report import Finding, Report
 from torchleak.units import format_bytes
 from torchleak.views.renderers.details import (guard_text, oom_text, overhead_text,
@@ -18,6 +19,9 @@ def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
     lines = [f"{indent}[{f.severity}] {f.culprit}", f"{more}rate {rate_text(f)}"]
     if f.source:
         lines.append(f"{more}at {f.source}")
+    grows = next((e for e in f.evidence if e.startswith(GROWS)), None)
+    if grows:
+        lines.append(f"{more}where it grows:{grows[len(GROWS):]}")
     if f.oom is not None and f.oom.steps_to_oom is not None:
         lines.append(f"{more}OOM: {oom_text(f.oom)}")
     lines.append(f"{more}fix: {f.fix}")

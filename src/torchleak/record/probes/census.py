@@ -4,7 +4,8 @@ This is the expensive probe (~50-150 ms with torch imported), so the scheduler r
 rarely: at anchor steps and when the budget allows. Tensors are found through
 ``gc.get_objects()``; storages shared by views are counted once; autograd graphs are
 walked from every tensor holding a ``grad_fn`` (nodes counted once across all graphs,
-saved tensors counted once by storage).
+saved tensors counted once by storage). The same scan splits tensor bytes by role
+(``categories``: parameters, gradients, optimizer state, graph-saved, the rest).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from torchleak.record.probes.categories import subclasses, tensor_roles
 from torchleak.record.probes.graph import walk_graph
 
 _GRAPH_CAP = 200_000
@@ -32,6 +34,7 @@ class CensusResult:
     gc_objects: int = 0
     by_device_dtype: dict[tuple[str, str], list[int]] = field(default_factory=dict)
     top_types: list[tuple[str, int]] = field(default_factory=list)
+    categories: dict[str, int] = field(default_factory=dict)  # tensor bytes by role
 
 
 def take_census(with_types: bool = False) -> CensusResult:
@@ -41,26 +44,19 @@ def take_census(with_types: bool = False) -> CensusResult:
         return _census(with_types)
 
 
-def _tensor_types() -> set[type]:
-    """torch.Tensor and every subclass defined so far (Parameter, user subclasses)."""
-    found: set[type] = set()
-    stack: list[type] = [torch.Tensor]
-    while stack:
-        cls = stack.pop()
-        if cls not in found:
-            found.add(cls)
-            stack.extend(type.__subclasses__(cls))
-    return found
-
-
 def _census(with_types: bool) -> CensusResult:
     objects = gc.get_objects()
     result = CensusResult(gc_objects=len(objects))
-    tensor_types = _tensor_types()
-    tensors = [o for o in objects if type(o) in tensor_types]
+    tensor_types = subclasses(torch.Tensor)  # Parameter and user subclasses too
+    optimizer_types = subclasses(torch.optim.Optimizer)  # user optimizers derive from torch's
+    wanted = tensor_types | optimizer_types
+    found = [o for o in objects if type(o) in wanted]
     type_counts: collections.Counter[type] = (collections.Counter(map(type, objects))
                                               if with_types else collections.Counter())
     del objects
+    tensors = [o for o in found if type(o) in tensor_types]
+    optimizers = [o for o in found if type(o) in optimizer_types]
+    del found
     storages: dict[int, int] = {}
     roots = []
     for t in tensors:
@@ -72,6 +68,7 @@ def _census(with_types: bool) -> CensusResult:
     graph = walk_graph(roots, _GRAPH_CAP, _GRAPH_SECONDS)
     result.graph_nodes = graph.nodes
     result.graph_bytes = sum(b for ptr, b in graph.saved.items() if ptr not in storages)
+    result.categories = tensor_roles(tensors, optimizers).totals(graph.saved, graph.saved_cuda)
     result.top_types = [(f"{t.__module__}.{t.__qualname__}", n)
                         for t, n in type_counts.most_common(_TOP_TYPES)]
     return result

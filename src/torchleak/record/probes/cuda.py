@@ -47,6 +47,7 @@ class CudaProbe:
         self._devices: list[int] = []
         self._last: dict[int, tuple[Any, ...]] = {}
         self.totals: dict[int, int] = {}
+        self.latest: dict[int, tuple[int, ...]] = {}  # (allocated, reserved) at the last step
 
     def sample(self, step: int) -> list[tuple[Any, ...]]:
         if not cuda_in_use():
@@ -58,6 +59,7 @@ class CudaProbe:
         for device in self._devices:
             stats = torch.cuda.memory_stats(device)
             current = tuple(int(stats.get(k, 0)) for k in _CURRENT)
+            self.latest[device] = current
             if full or device not in self._last:
                 free, total = torch.cuda.mem_get_info(device)
                 self.totals[device] = int(total)

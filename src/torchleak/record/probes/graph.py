@@ -23,8 +23,8 @@ _SAVED_ATTRS: dict[type, tuple[str, ...]] = {}
 class GraphStats:
     nodes: int = 0
     saved: dict[int, int] = field(default_factory=dict)  # storage ptr -> bytes
+    saved_cuda: set[int] = field(default_factory=set)  # those of them on a CUDA device
     truncated: bool = False
-
 
 
 def _saved_attrs(node: Any) -> tuple[str, ...]:
@@ -54,7 +54,7 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
         seen[id(node)] = node
         if with_saved:
             for name in _saved_attrs(node):
-                if not _add_saved(node, name, stats.saved):
+                if not _add_saved(node, name, stats):
                     # Freed by backward(): the whole graph's saved tensors went together,
                     # and asking each node again costs an exception apiece.
                     with_saved = False
@@ -66,7 +66,7 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
     return stats
 
 
-def _add_saved(node: Any, name: str, saved: dict[int, int]) -> bool:
+def _add_saved(node: Any, name: str, stats: GraphStats) -> bool:
     """Add one saved value's storages; False when backward() has freed them."""
     try:
         value = getattr(node, name)
@@ -77,7 +77,9 @@ def _add_saved(node: Any, name: str, saved: dict[int, int]) -> bool:
             continue
         try:
             storage = v.untyped_storage()
-            saved.setdefault(storage.data_ptr(), storage.nbytes())
+            stats.saved.setdefault(storage.data_ptr(), storage.nbytes())
+            if v.is_cuda:
+                stats.saved_cuda.add(storage.data_ptr())
         except Exception:  # noqa: BLE001 - meta/sparse tensors
             continue
     return True

@@ -169,12 +169,29 @@ def metadata_rows(report: Report) -> list[tuple[str, str]]:
 
 
 def overhead_text(overhead: dict[str, Any]) -> str:
+    """torchleak's own cost in one line: time per step, the expensive probes against the
+    budget, its own memory, and what was switched off."""
     if not overhead:
         return "-"
     text = (f"{overhead.get('ms_per_step', 0):.3g} ms per step "
-            f"({100 * float(overhead.get('share', 0)):.2g}% of a step)")
+            f"({100 * float(overhead.get('share', 0)):.2g}% of a step")
+    if overhead.get("run_share") is not None:
+        text += f", {100 * float(overhead['run_share']):.2g}% of the run"
+    text += ")"
     if overhead.get("probe_seconds") is not None:
         text += f", expensive probes {overhead['probe_seconds']:.3g} s in all"
+        if overhead.get("probe_share") is not None and overhead.get("budget") is not None:
+            text += (f" ({overhead.get('startup_probe_seconds', 0):.3g} s at start-up, then "
+                     f"{100 * float(overhead['probe_share']):.2g}% of the wall time, budget "
+                     f"{100 * float(overhead['budget']):.2g}%)")
+    if overhead.get("memory_bytes") is not None:
+        text += f", own memory {format_bytes(overhead['memory_bytes'])}"
+        if overhead.get("census_scan_bytes"):
+            text += f" (+{format_bytes(overhead['census_scan_bytes'])} while a census scans)"
+    if overhead.get("over_budget"):
+        runs = overhead.get("probe_runs") if isinstance(overhead.get("probe_runs"), dict) else {}
+        held = ", ".join(f"{name} {count}x" for name, count in runs.items())
+        text += "; over its budget" + (f" (expensive probes ran: {held})" if held else "")
     if overhead.get("disabled"):
         text += f"; switched off: {', '.join(map(str, overhead['disabled']))}"
     return text

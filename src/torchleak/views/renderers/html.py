@@ -14,6 +14,7 @@ from torchleak.errors import UsageError
 from torchleak.report import Finding, Report, Signal
 from torchleak.units import format_bytes, format_duration, format_value
 from torchleak.views.renderers.base import Renderer
+from torchleak.views.renderers.breakdown import breakdown_rows, stacked_charts
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
                                                metadata_rows, rank_rows, signal_last,
                                                signal_rate, status_of, verdict_parts)
@@ -51,6 +52,9 @@ class HtmlRenderer(Renderer):
             "charts": _charts(report, markup),
             "holders": holder_rows(report),
             "ranks": rank_rows(report),
+            "breakdown": [{"title": title, "svg": markup(svg), "legend": legend}
+                          for title, svg, legend in stacked_charts(report)],
+            "breakdown_rows": breakdown_rows(report),
             "metadata": metadata_rows(report),
             "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
         }
@@ -72,6 +76,8 @@ def _stats(report: Report) -> list[tuple[str, str]]:
     if report.overhead:
         stats.append(("torchleak's cost", f"{100 * float(report.overhead.get('share', 0)):.2g}% "
                                           "of a step"))
+        if report.overhead.get("memory_bytes") is not None:
+            stats.append(("torchleak's memory", format_bytes(report.overhead["memory_bytes"])))
     return stats
 
 

@@ -14,6 +14,7 @@ from rich.text import Text
 from torchleak.report import Finding, Report
 from torchleak.units import format_value
 from torchleak.views.renderers.base import Renderer
+from torchleak.views.renderers.breakdown import breakdown_rows
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
                                                metadata_rows, rank_rows, signal_last,
                                                signal_rate, status_of, verdict_parts)
@@ -59,6 +60,9 @@ def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
         lines += [Text(""), Text("ranks", style="bold"), Text(_rank_table(report))]
     lines += [Text(""), Text("memory over steps", style="bold"), Text(_signal_table(report,
                                                                                   spark_width))]
+    if report.breakdown:
+        lines += [Text(""), Text("where the memory goes (measured at each census)", style="bold"),
+                  Text(_breakdown_table(report))]
     for finding in report.findings:
         lines += [Text(""), *finding_lines(finding)]
     if report.holders:
@@ -82,6 +86,11 @@ def _rank_table(report: Report) -> str:
     rows = [[r["rank"], r["verdict"], r["steps"], r["growth"], r["top"]]
             for r in rank_rows(report)]
     return format_table(["rank", "verdict", "steps", "growth", "top finding"], rows).rstrip("\n")
+
+
+def _breakdown_table(report: Report) -> str:
+    rows = [[r["category"], r["first"], r["last"], r["rate"]] for r in breakdown_rows(report)]
+    return format_table(["category", "first", "last", "per step"], rows).rstrip("\n")
 
 
 def _holder_table(report: Report) -> str:
