@@ -29,7 +29,7 @@ import ctypes
 import re
 from typing import Any
 
-from torchleak.record.probes.heap import HeapProbe
+from torchleak.system.allocator import heap_stats
 
 HOST_TENSORS = ("parameters", "gradients", "optimizer_state", "autograd_saved",
                 "other_tensors")
@@ -80,17 +80,13 @@ class HostReader:
     """The heap readings a split needs, made once and reused at every census."""
 
     def __init__(self) -> None:
-        self._heap = HeapProbe()
         self._pymalloc = PymallocStats()
 
     def heap(self) -> tuple[int | None, int | None]:
         """(pymalloc bytes in live blocks, C allocator bytes in use)."""
         small = self._pymalloc.allocated()
-        in_use = None
-        if self._heap.has_malloc_stats:
-            sample = self._heap.sample()
-            in_use = (sample.malloc_in_use or 0) + (sample.malloc_mmapped or 0)
-        return small, in_use
+        stats = heap_stats()  # None where glibc's malloc does not serve the process
+        return small, None if stats is None else stats.in_use + stats.mmapped
 
 
 def host_split(tensors: dict[str, int], uss: int, workers: int, small: int | None,
