@@ -141,11 +141,11 @@ def snippets() -> None:
         for code in expected:
             (found if code in got else missed)[code] += 1
     clean = sorted((corpus / "clean").glob("*.py")) + \
-        sorted((ROOT / "tests" / "check" / "seeds").glob("fixed_*.py"))
+        sorted((ROOT / "tests" / "check" / "field_reports").glob("fixed_*.py"))
     for path in clean:
         noisy += any(not d.code.startswith("TL0")
                      for d in check_source(path.read_text(encoding="utf-8"), path.name))
-    leaky = sorted((ROOT / "tests" / "check" / "seeds").glob("leaky_*.py"))
+    leaky = sorted((ROOT / "tests" / "check" / "field_reports").glob("leaky_*.py"))
     flagged = sum(bool(check_source(p.read_text(encoding="utf-8"), p.name)) for p in leaky)
     print(f"\nleak snippets: {sum(found.values())} of {sum(found.values()) + sum(missed.values())}"
           f" expected findings; clean snippets with a finding: {noisy} of {len(clean)}; "

@@ -1,4 +1,4 @@
-"""`torchleak query`: the seed's SQL (probing's python.torch_trace) runs as written."""
+"""`torchleak query`: the SQL a user of probing's `python.torch_trace` view already has runs as written."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-# From /work/shared/seeds/002_d4474b132bca244e.txt, python block 9.
+# From field report 002, python block 9.
 with torch.no_grad():
     for i, (u, v) in enumerate(angle_positions):
         rgb, depth, acc = evaluator.create_samples(...)

@@ -1,4 +1,4 @@
-# From /work/shared/seeds/003_8e27486a8d0fd3e1.txt, python block 1.
+# From field report 003, python block 1.
 # AFTER (FIXED):
 # Convert to Python float to avoid keeping computation graph
 all_st_ious.append(float(spatial_iou) if isinstance(spatial_iou, torch.Tensor) else spatial_iou)

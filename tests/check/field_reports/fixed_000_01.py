@@ -1,4 +1,4 @@
-# From /work/shared/seeds/000_263d746fc1c1590e.txt, python block 1.
+# From field report 000, python block 1.
 # 🔧 限制累積數量並確保tensor移到CPU
 if len(self.validation_step_outputs) < self.max_validation_outputs:
     self.validation_step_outputs.append({

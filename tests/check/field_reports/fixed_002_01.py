@@ -1,4 +1,4 @@
-# From /work/shared/seeds/002_d4474b132bca244e.txt, python block 1.
+# From field report 002, python block 1.
 train_loader = torch.utils.data.DataLoader(
     train_dataset,
     batch_size=config['training']['batch_size'],

@@ -1,4 +1,4 @@
-# From /work/shared/seeds/000_263d746fc1c1590e.txt, python block 5.
+# From field report 000, python block 5.
 def on_validation_epoch_end(self):
     # 每個epoch都生成完整的scatter plots
     for i, dim_name in enumerate(dim_names):

@@ -1,4 +1,4 @@
-# From /work/shared/seeds/002_d4474b132bca244e.txt, python block 8.
+# From field report 002, python block 8.
 with torch.no_grad():  # CCSR 處理時暫時不需要梯度
     # 處理邏輯
     ...

@@ -1,4 +1,4 @@
-# From /work/shared/seeds/003_8e27486a8d0fd3e1.txt, python block 0.
+# From field report 003, python block 0.
 # BEFORE (MEMORY LEAK):
 all_st_ious.append(spatial_iou)           # ❌ Keeps computation graph
 all_pred_bboxes.append(sample_pred_bboxes)  # ❌ Keeps computation graph

@@ -1,4 +1,4 @@
-# From /work/shared/seeds/002_d4474b132bca244e.txt, python block 12.
+# From field report 002, python block 12.
 accumulation_steps = 4
 for i, (x_real, label) in enumerate(train_loader):
     loss = ... / accumulation_steps

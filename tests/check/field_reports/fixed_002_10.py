@@ -1,4 +1,4 @@
-# From /work/shared/seeds/002_d4474b132bca244e.txt, python block 10.
+# From field report 002, python block 10.
 # 初始化 scaler
 scaler_d = torch.cuda.amp.GradScaler(enabled=use_amp)
 scaler_g = torch.cuda.amp.GradScaler(enabled=use_amp)

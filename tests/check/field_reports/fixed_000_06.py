@@ -1,4 +1,4 @@
-# From /work/shared/seeds/000_263d746fc1c1590e.txt, python block 6.
+# From field report 000, python block 6.
 def on_validation_epoch_end(self):
     # 🔧 優化：只收集數據，不畫圖
     self.latest_validation_data = {

@@ -1,4 +1,4 @@
-# From /work/shared/seeds/003_8e27486a8d0fd3e1.txt, python block 4.
+# From field report 003, python block 4.
 # AFTER (lines 423 and 446):
 # Track gradient norm history (with bounded size)
 if len(self.grad_norm_history) >= self.grad_norm_window:
