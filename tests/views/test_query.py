@@ -1,4 +1,4 @@
-"""`torchleak query`: the SQL a user of probing's `python.torch_trace` view already has runs as written."""
+"""`torchleak query`: SQL written for probing's `python.torch_trace` view runs as is."""
 
 from __future__ import annotations
 
