@@ -36,6 +36,18 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+# The model, optimizer and batch every workload script builds (needs width, depth, batch).
+MODEL = '''
+torch.manual_seed(0)
+torch.set_num_threads(1)
+layers = [torch.nn.Linear(64, width), torch.nn.ReLU()]
+for _ in range(depth - 1):
+    layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
+model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
+'''
+
 TRAIN = '''
 import json
 import sys
@@ -45,15 +57,7 @@ import torch
 
 width, depth, batch, steps, warmup = (int(a) for a in sys.argv[1:6])
 out = sys.argv[6]
-torch.manual_seed(0)
-torch.set_num_threads(1)
-layers = [torch.nn.Linear(64, width), torch.nn.ReLU()]
-for _ in range(depth - 1):
-    layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
-times = []
+''' + MODEL + '''times = []
 loop_start = None
 for step in range(warmup + steps):
     if step == warmup:

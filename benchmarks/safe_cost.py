@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from overhead import TRAIN, WORKLOADS, Workload, machine_line  # noqa: E402
+from overhead import MODEL, TRAIN, WORKLOADS, Workload, machine_line  # noqa: E402
 
 SAFE_PRELUDE = '''
 import atexit, json, os
@@ -52,15 +52,7 @@ import torch
 from torchleak.system.trim import SlackTrimmer
 
 width, depth, batch, blocks = (int(a) for a in sys.argv[1:5])
-torch.manual_seed(0)
-torch.set_num_threads(1)
-layers = [torch.nn.Linear(64, width), torch.nn.ReLU()]
-for _ in range(depth - 1):
-    layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
-times = {False: [], True: []}
+''' + MODEL + '''times = {False: [], True: []}
 trims = 0
 for block in range(blocks):
     on = block % 2 == 1
