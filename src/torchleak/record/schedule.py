@@ -76,6 +76,11 @@ class Scheduler:
         now = time.perf_counter() if now is None else now
         cost = self.costs[probe]
         anchor = step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS)
+        # Long runs: spread samples out so a series keeps a few hundred points, not 10^5
+        # (tested first: the estimate below has a cost of its own).
+        gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
+        if not anchor and step - self.last_step.get(probe, -10**9) < gap:
+            return None
         # A probe's share of the budget, its early anchors not charged to it.
         allowance = self.budget * self.share[probe] * (now - self.started) + self.early_of(probe)
         if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
@@ -90,10 +95,6 @@ class Scheduler:
             # (early anchors are the budget's fixed start-up cost and not charged here).
             fits = self.spent - self.early_spent + cost.expected <= self.budget * (now - self.started)
             return "anchor" if fits else None
-        # Long runs: spread samples out so a series keeps a few hundred points, not 10^5.
-        gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
-        if step - self.last_step.get(probe, -10**9) < gap:
-            return None
         return "schedule" if cost.spent + cost.expected <= allowance else None
 
     next_due: float = 0.0  # perf_counter time before which no probe's budget allows a run

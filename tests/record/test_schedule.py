@@ -1,0 +1,34 @@
+"""The probe scheduler: anchors run, the budget holds, and the census's cost estimate (a
+walk of Python's heap arenas) is only taken when the census may run."""
+
+from __future__ import annotations
+
+from torchleak.record.schedule import ANCHOR_STEPS, Scheduler
+
+
+def test_early_anchors_run_and_the_estimate_is_taken_for_them() -> None:
+    scheduler = Scheduler(budget=0.01, started=0.0)
+    calls: list[int] = []
+    reason = scheduler.due("census", 3, now=0.01, estimate=lambda: calls.append(3) or 0.05)
+    assert reason == "anchor" and calls == [3]
+
+
+def test_no_estimate_while_the_census_gap_has_not_passed() -> None:
+    scheduler = Scheduler(budget=1.0, started=0.0)  # a budget that always allows a census
+    scheduler.ran("census", 60, 0.01)
+    calls: list[int] = []
+    for step in range(61, 70):  # within the 10-step gap, no anchor among them
+        assert step not in ANCHOR_STEPS
+        assert scheduler.due("census", step, now=100.0,
+                             estimate=lambda: calls.append(1) or 0.01) is None
+    assert calls == []
+    assert scheduler.due("census", 70, now=100.0,
+                         estimate=lambda: calls.append(1) or 0.01) == "schedule"
+    assert calls == [1]
+
+
+def test_the_budget_refuses_a_census_it_cannot_afford() -> None:
+    scheduler = Scheduler(budget=0.01, started=0.0)
+    scheduler.ran("census", 60, 0.5)
+    # 10 s of wall time buys 1 ms of census (10% of a 1% budget): a 0.5 s one must wait.
+    assert scheduler.due("census", 90, now=10.0, estimate=lambda: 0.5) is None
