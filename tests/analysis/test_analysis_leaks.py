@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 import torchleak
 from harness import Recorded, assert_leak, assert_rate, growth_per_step, record_loop
-from loops import BATCH, HIDDEN, graph_nodes, make_batches, make_model
+from loops import BATCH, HIDDEN, IN, graph_nodes, make_batches, make_model
 
 STEPS = 240
 SCRIPT = __file__
@@ -270,6 +270,23 @@ def metric_never_reset() -> None:
     MetricTrainer().fit(8, 30)
 
 
+# 10. Weight snapshots copied to NumPy every step: the array's own data is the leak ------
+def numpy_snapshots() -> None:
+    import numpy as np
+
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    weight_snapshots: list[np.ndarray] = []
+    for step in range(STEPS):
+        x, y = batches[step % len(batches)]
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        weight_snapshots.append(model[0].weight.detach().numpy().copy())  # HIDDEN x IN
+
+
 # The table ----------------------------------------------------------------------------
 @dataclass
 class Leak:
@@ -308,6 +325,8 @@ LEAKS: dict[str, Leak] = {
                     per_step=False, needs_folder=True),
     "global_list_in_forward": Leak(global_list_in_forward, ("_ACTIVATIONS",), "tensor_list",
                                    bytes_per_step=BATCH * HIDDEN * 4, objects_per_step=1),
+    "numpy_snapshots": Leak(numpy_snapshots, ("weight_snapshots",),
+                            bytes_per_step=HIDDEN * IN * 4, objects_per_step=1),
     "metric_never_reset": Leak(metric_never_reset, ("train_metric.scores",), "tensor_list",
                                bytes_per_step=BATCH * HIDDEN * 4, objects_per_step=1),
 }

@@ -6,6 +6,7 @@ function dispatch disabled by the caller (``HolderWalker.walk``).
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,10 +70,26 @@ def tensor_footprint(t: torch.Tensor, graphs: bool = True) -> Footprint:
     return Footprint(own + saved + graph.nodes * NODE_BYTES, 1.0, float(nbytes), 1.0, device)
 
 
+def ndarray_bytes(obj: Any) -> int | None:
+    """The data a NumPy array owns (0 for a view: its base owns it), None for anything
+    else. Read through ndarray's own descriptors, never a subclass's properties."""
+    np = sys.modules.get("numpy")  # not imported: no array can exist
+    if np is None or not issubclass(type(obj), np.ndarray):
+        return None
+    try:
+        owns = np.ndarray.base.__get__(obj) is None
+        return int(np.ndarray.nbytes.__get__(obj)) if owns else 0
+    except Exception:  # noqa: BLE001 - an odd subclass
+        return 0
+
+
 def element_footprint(obj: Any, depth: int = 2, graphs: bool = True) -> Footprint:
     """Footprint of one element, looking ``depth`` levels into builtin containers."""
     if access.is_a(obj, torch.Tensor):
         return tensor_footprint(obj, graphs)
+    array_bytes = ndarray_bytes(obj)
+    if array_bytes is not None:
+        return Footprint(float(access.sizeof(obj) + array_bytes))
     if type(obj) in _SCALARS or depth <= 0 or access.container_base(obj) is None:
         return Footprint(float(access.sizeof(obj)))
     return container_footprint(obj, depth - 1)
