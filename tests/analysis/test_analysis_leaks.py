@@ -287,6 +287,26 @@ def numpy_snapshots() -> None:
         weight_snapshots.append(model[0].weight.detach().numpy().copy())  # HIDDEN x IN
 
 
+# 11. Healthy for half a short run, then a debug cache keeps every step's hidden state ---
+LATE_STEPS = 600
+
+
+def late_debug_cache() -> None:
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    debug_cache: dict[int, torch.Tensor] = {}
+    for step in range(LATE_STEPS):
+        x, y = batches[step % len(batches)]
+        hidden = model[1](model[0](x))
+        loss = F.cross_entropy(model[2](hidden), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if step >= LATE_STEPS // 2:
+            debug_cache[step] = hidden.detach().clone()
+
+
 # The table ----------------------------------------------------------------------------
 @dataclass
 class Leak:
@@ -442,3 +462,19 @@ def test_validation_staircase_is_reported_per_epoch(leak_run: tuple[Leak, Record
     steps = run.rows("SELECT step, uss FROM steps WHERE step > ? ORDER BY step", EPOCH_STEPS)
     lost = growth_per_step([float(s) for s, _ in steps], [float(u) for _, u in steps])
     assert_rate(finding.bytes_per_epoch, lost * EPOCH_STEPS, what="bytes_per_epoch", run=run)
+
+
+def test_a_holder_that_starts_growing_late_in_a_short_run_is_named(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The holder walk's log-spaced anchors run whatever the budget has left, so a holder
+    born half-way through a run of a few seconds is still walked while it grows."""
+    folder = tmp_path_factory.mktemp("late")
+    try:
+        run = record_loop(late_debug_cache, folder, "late_debug_cache", SCRIPT)
+    finally:
+        _cleanup()
+    finding = assert_leak(run, "debug_cache")
+    assert finding.detected_at_step is not None and \
+        LATE_STEPS // 2 <= finding.detected_at_step < LATE_STEPS, run.explain()
+    assert_rate(finding.holder_bytes_per_step, BATCH * HIDDEN * 4,
+                what="holder_bytes_per_step", run=run)

@@ -3,7 +3,7 @@ walk of Python's heap arenas) is only taken when the census may run."""
 
 from __future__ import annotations
 
-from torchleak.record.schedule import ANCHOR_STEPS, Scheduler
+from torchleak.record.schedule import ANCHOR_STEPS, HOLDER_ANCHORS, Scheduler
 
 
 def test_early_anchors_run_and_the_estimate_is_taken_for_them() -> None:
@@ -32,3 +32,17 @@ def test_the_budget_refuses_a_census_it_cannot_afford() -> None:
     scheduler.ran("census", 60, 0.5)
     # 10 s of wall time buys 1 ms of census (10% of a 1% budget): a 0.5 s one must wait.
     assert scheduler.due("census", 90, now=10.0, estimate=lambda: 0.5) is None
+
+
+def test_a_late_holder_anchor_runs_with_the_budget_spent_and_is_a_fixed_cost() -> None:
+    scheduler = Scheduler(budget=0.01, started=0.0)
+    for step in range(60, 80):  # scheduled walks that spent past the budget: 80 ms > 45 ms
+        scheduler.ran("holders", step, 0.004)
+    late = min(s for s in HOLDER_ANCHORS if s > 100)
+    assert scheduler.due("holders", late + 1, now=10.0) is None  # no anchor: no room
+    assert scheduler.due("holders", late, now=10.0) == "anchor"
+    fixed = scheduler.early_of("holders")
+    scheduler.ran("holders", late, 0.002)
+    assert scheduler.early_of("holders") == fixed + 0.002  # outside the budget
+    # A census anchor past start-up still needs the budget's room.
+    assert scheduler.due("census", 3200, now=10.0, estimate=lambda: 0.1) is None

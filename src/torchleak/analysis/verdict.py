@@ -162,11 +162,11 @@ def _probe_costs(meta: dict[str, Any]) -> dict[str, Any]:
     if probes is not None:
         found["probe_seconds"] = round(probes, 3)
         start, end = number(meta.get("start_time")), number(meta.get("end_time"))
-        early = number(meta.get("early_probe_seconds")) or 0.0
+        fixed = number(meta.get("anchor_probe_seconds")) or 0.0
         if start is not None and end is not None and end > start:
-            # The budget covers what follows the start-up anchors (a fixed cost).
-            found["probe_share"] = round(max(0.0, probes - early) / (end - start), 4)
-            found["startup_probe_seconds"] = round(early, 3)
+            # The budget covers what the anchors leave (they are a fixed cost).
+            found["probe_share"] = round(max(0.0, probes - fixed) / (end - start), 4)
+            found["anchor_probe_seconds"] = round(fixed, 3)
     if budget is not None:
         found["budget"] = round(budget / 100.0, 4)
     runs = meta.get("probe_costs")

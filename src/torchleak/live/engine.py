@@ -39,10 +39,13 @@ from torchleak.system.limits import memory_limit, parse_size
 from torchleak.system.safe import apply_safe, parse_mode, slack_trimmer, stop_trimmer
 from torchleak.system.workers import cap_dataloaders
 from torchleak.units import format_bytes
-from torchleak.vocab import RunStatus
+from torchleak.vocab import FindingKind, RunStatus
 
 _active: Monitor | None = None
 _active_lock = threading.Lock()
+
+# Growth no holder explains: the walks are sent to look again.
+UNEXPLAINED = frozenset({FindingKind.MEMORY, FindingKind.NATIVE_MEMORY, FindingKind.TENSORS})
 
 
 def active_monitor() -> Monitor | None:
@@ -336,6 +339,9 @@ class Monitor:
         if self.recorder is not None and any(f.signal.startswith("cuda") for f in fired):
             # The allocator's own history from now on: saved at the guard or later.
             self.recorder.request(lambda frame: self.recorder.start_cuda_history())  # type: ignore[union-attr]
+        if self.recorder is not None and any(f.serious and f.kind in UNEXPLAINED
+                                             for f in fired):
+            self.recorder.hunt()  # growth no holder explains: walk again to find who grows
         for finding in fired:
             for callback in leak_callbacks():
                 try:

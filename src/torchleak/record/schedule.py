@@ -7,7 +7,8 @@ names leaks, and re-measuring the suspects it found (holders that grew between w
 ~10-50 µs each) samples them densely: 45% of the budget each; the full census
 (~50-250 ms) gets 10% beyond its anchors.
 Anchors run regardless of the budget (within a cap): an early step (after the
-optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
+optimizer's lazy state exists), after warm-up, then at every doubling of the step count;
+later census anchors must fit the budget, the holder walk's (cheap) always run.
 """
 
 from __future__ import annotations
@@ -85,9 +86,12 @@ class Scheduler:
         allowance = self.budget * self.share[probe] * (now - self.started) + self.early_of(probe)
         if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
             cost.expected = estimate()
-        if anchor and step <= EARLY_ANCHOR_LIMIT:
+        if anchor and (step <= EARLY_ANCHOR_LIMIT or probe == "holders"):
             # Early anchors ignore the budget, within reason: a heap of millions of objects
-            # (a Dataset of Python tuples) would make one census cost seconds.
+            # (a Dataset of Python tuples) would make one census cost seconds. So do the
+            # holder walk's later anchors (log-spaced, ~1-5 ms each: a few dozen in a
+            # million steps), or a holder that starts growing late in a short run would
+            # not be walked again before it ends. Both are a fixed cost, outside the budget.
             cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
             return "anchor" if cost.expected <= cap else None
         if anchor:
@@ -105,9 +109,17 @@ class Scheduler:
     def ran(self, probe: str, step: int, seconds: float) -> None:
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
-        if step <= EARLY_ANCHOR_LIMIT and (step in ANCHOR_STEPS or step in HOLDER_ANCHORS):
+        if self.fixed_cost(probe, step):
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
+
+    @staticmethod
+    def fixed_cost(probe: str, step: int) -> bool:
+        """Runs outside the budget: the start-up anchors, and the holder walk's anchors
+        (log-spaced: their count, not the run's length, sets their cost)."""
+        if probe == "holders":
+            return step in HOLDER_ANCHORS or step in ANCHOR_STEPS
+        return step <= EARLY_ANCHOR_LIMIT and (step in ANCHOR_STEPS or step in HOLDER_ANCHORS)
 
     def early_of(self, probe: str) -> float:
         return self.early_by_probe.get(probe, 0.0)

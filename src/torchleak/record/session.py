@@ -44,6 +44,9 @@ MAX_SUSPECTS = 24
 # (the question costs ~15 us: too dear for every step of a CPU run).
 CUDA_CHECK_EVERY = 64
 MAX_REMEMBERED_SIZES = 4096
+# Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
+# steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
+HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
 
@@ -80,6 +83,8 @@ class Recorder:
         self._in_child = False
         self._suspects: list[str] = []
         self._phase_changed = False  # a walk right after each epoch/validation end
+        self._hunt_left = 0  # full walks still owed to growth no holder explains
+        self._hunt_next = 0
         self._last_sizes: dict[str, float] = {}
         self._census_measured = False
         self._host: Any = None  # heap readings for the breakdown, made at the first census
@@ -159,7 +164,7 @@ class Recorder:
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
-                           "early_probe_seconds": round(self.scheduler.early_spent, 4),
+                           "anchor_probe_seconds": round(self.scheduler.early_spent, 4),
                            "probe_costs": self.scheduler.summary(),
                            "probes_disabled": sorted(self._disabled),
                            "own_memory": self.own_memory}.items():
@@ -192,6 +197,13 @@ class Recorder:
             self._on_fault(reason)
 
     # requests from other threads ----------------------------------------------------------
+    def hunt(self) -> None:
+        """The process grows and no holder explains it (a holder that began growing after
+        the walks thinned out): a few full walks from the next boundary on, spaced so the
+        grower shows growth between two of them, becomes a suspect and is then sampled
+        densely by the quick re-measure. A handful of ~1-5 ms walks, whatever the budget."""
+        self._hunt_left, self._hunt_next = HUNT_WALKS, 0
+
     def request(self, action: Request) -> None:
         """Run ``action(frame)`` on the training thread at the next step boundary."""
         self._requests.append(action)
@@ -279,7 +291,8 @@ class Recorder:
                 self._safely("cuda_history", self.save_cuda_history)
         # One comparison on most steps: the scheduler knows when anything can next run.
         if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
-                                         or start >= self.scheduler.next_due):
+                                         or start >= self.scheduler.next_due
+                                         or (self._hunt_left and step >= self._hunt_next)):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()
         self.latest = (step, rss, uss)
@@ -292,9 +305,14 @@ class Recorder:
 
     def _expensive_probes(self, step: int, frame: FrameType | None, start: float) -> None:
         if "holders" not in self._disabled:
-            reason = "phase" if self._phase_changed else self.scheduler.due("holders", step, start)
+            reason = "phase" if self._phase_changed else (
+                "hunt" if self._hunt_left and step >= self._hunt_next
+                else self.scheduler.due("holders", step, start))
             if reason:
                 self._phase_changed = False
+                if reason == "hunt":
+                    self._hunt_left -= 1
+                    self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
                 self._safely("holders", lambda: self._run_holders(step, frame, reason))
             elif self._suspects and self.scheduler.due("quick", step, start):
                 self._safely("holders", lambda: self._run_quick(step, frame))
