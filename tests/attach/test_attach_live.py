@@ -208,12 +208,13 @@ def test_clearing_the_holder_makes_memory_flat_afterwards(runs: Runs) -> None:
     uss = _uss(trace, cleared - 5, cleared + 25)
     before = statistics.median(uss[s] for s in range(cleared - 5, cleared + 1))
     after = [uss[s] for s in range(cleared + 3, cleared + 26)]
-    # No growth after the clear: never above where it was, and the later steps no higher
-    # than the earlier ones (the C heap may hand freed pages back at once, later, or only
-    # when trimmed, and take some back when a step reuses them).
-    assert max(after) <= before + MIB / 4, (before, after)
+    # No growth after the clear (the loop kept 256 KiB a step, 5.75 MiB over these 23):
+    # never above where it was, and the later steps no higher than the earlier ones. The C
+    # heap may hand freed pages back at once, later, or only when trimmed, take some back
+    # when a step reuses them, and keep a holder walk's transient few hundred KiB.
+    assert max(after) <= before + MIB, (before, after)
     half = len(after) // 2
-    assert max(after[half:]) <= max(after[:half]) + MIB / 4, after
+    assert max(after[half:]) <= max(after[:half]) + MIB, after
     assert _eval(run, "print(len(history))") == "0\n"
     walked = attach(str(run.out), "--walk", cwd=run.folder).stdout
     assert "leaky.history" not in walked.split("live findings")[0]  # empty: not a holder now
