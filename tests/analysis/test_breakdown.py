@@ -13,9 +13,10 @@ from torch import nn
 from harness import KIB, Recorded, assert_leak, record_loop, theil_sen
 from loops import BATCH, IN, make_batches, train_keeping_logits
 
-from torchleak.analysis.breakdown import HOST, category_for
+from torchleak.analysis.breakdown import GROWS, HOST, category_for
 from torchleak.record.probes.breakdown import PymallocStats, host_split
 from torchleak.report import Finding
+from torchleak.views.summary import finding_lines
 
 CLASSES = 1024  # logits of BATCH x 1024 float32: 64 KiB a step
 BUDGET = 0.3  # enough censuses in a short loop to fit a slope on
@@ -54,6 +55,14 @@ def test_detached_logits_grow_other_tensors_at_the_kept_rate(tmp_path: Path) -> 
         values = {v for _, v in _points(run, flat)}
         assert len(values) == 1, (flat, _points(run, flat))
     assert any("other_tensors +" in e and "optimizer_state flat" in e for e in finding.evidence)
+    # The steps the category rates span are the censuses' (after warm-up), and are said.
+    censuses = [int(s) for s, _ in _points(run, "total")]
+    after = [s for s in censuses if s >= 24]  # warm-up: 10% of 240 steps
+    after = after if len(after) >= 2 else censuses
+    line = next(e for e in finding.evidence if e.startswith(GROWS))
+    assert f"steps {after[0]:,}-{after[-1]:,}: " in line, (line, censuses)
+    assert f"where it grows (steps {after[0]:,}-{after[-1]:,}): other_tensors +" in \
+        "\n".join(finding_lines(finding))
     _sums_match_total(run)
 
 

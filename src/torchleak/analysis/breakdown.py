@@ -56,11 +56,22 @@ def category_rates(breakdown: Mapping[str, Points], since: float) -> dict[str, f
     come after it): the median of pairwise slopes."""
     rates = {}
     for name, points in breakdown.items():
-        later = [p for p in points if p[0] >= since]
-        use = later if len(later) >= 2 else list(points)
+        use = _window(points, since)
         if len(use) >= 2:
             rates[name] = theil_sen([p[0] for p in use], [p[1] for p in use])
     return rates
+
+
+def _window(points: Points, since: float) -> list[Sequence[float]]:
+    later = [p for p in points if p[0] >= since]
+    return later if len(later) >= 2 else list(points)
+
+
+def rates_span(breakdown: Mapping[str, Points], since: float) -> tuple[int, int] | None:
+    """The first and last census step the rates are measured between: a short run has
+    few censuses, and its rates may cover other steps than a finding's own."""
+    points = _window(breakdown.get("total", ()), since)
+    return (int(points[0][0]), int(points[-1][0])) if len(points) >= 2 else None
 
 
 def growing(name: str, rate: float | None) -> bool:
@@ -76,10 +87,11 @@ def assign_categories(findings: list[Finding], data: RunData,
     if not breakdown:
         return {}
     rates = category_rates(breakdown, warmup_steps(data.steps))
+    span = rates_span(breakdown, warmup_steps(data.steps))
     for finding in findings:
         finding.category = category_for(finding, data.holders.get(finding.holder_path or ""),
                                          rates)
-        line = rates_line(rates, finding.category)
+        line = rates_line(rates, finding.category, span)
         if line:
             finding.evidence.append(line)
     return {name: round(rate, 1) for name, rate in rates.items()}
@@ -119,9 +131,10 @@ def _fastest(names: Sequence[str], rates: Mapping[str, float]) -> str | None:
     return max(moving, key=lambda n: rates[n]) if moving else None
 
 
-def rates_line(rates: Mapping[str, float], category: str | None) -> str:
-    """'where it grows: other_tensors +256 KiB/step; parameters, gradients, optimizer_state
-    flat'."""
+def rates_line(rates: Mapping[str, float], category: str | None,
+               span: tuple[int, int] | None = None) -> str:
+    """'where it grows (census breakdown): steps 50-400: other_tensors +256 KiB/step;
+    parameters, gradients, optimizer_state flat'."""
     prefix = "cuda_" if category and category.startswith("cuda_") else ""
     tracked = [prefix + r for r in ("parameters", "gradients", "optimizer_state")]
     moving = [n for n in rates if growing(n, rates[n]) and n not in TOTALS]
@@ -134,4 +147,5 @@ def rates_line(rates: Mapping[str, float], category: str | None) -> str:
     flat = [t for t in tracked if t in rates and t not in moving]
     if flat:
         parts.append(f"{', '.join(flat)} flat")
-    return GROWS + " " + "; ".join(parts)
+    window = f"steps {span[0]:,}-{span[1]:,}: " if span else ""
+    return GROWS + " " + window + "; ".join(parts)

@@ -21,7 +21,10 @@ def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
         lines.append(f"{more}at {f.source}")
     grows = next((e for e in f.evidence if e.startswith(GROWS)), None)
     if grows:
-        lines.append(f"{more}where it grows:{grows[len(GROWS):]}")
+        window, _, body = grows[len(GROWS):].strip().partition(": ")
+        if not window.startswith("steps "):  # no span given: all of it is the body
+            window, body = "", grows[len(GROWS):].strip()
+        lines.append(f"{more}where it grows{f' ({window})' if window else ''}: {body}")
     if f.oom is not None and f.oom.steps_to_oom is not None:
         lines.append(f"{more}OOM: {oom_text(f.oom)}")
     lines.append(f"{more}fix: {f.fix}")
