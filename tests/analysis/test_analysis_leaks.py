@@ -478,3 +478,31 @@ def test_a_holder_that_starts_growing_late_in_a_short_run_is_named(
         LATE_STEPS // 2 <= finding.detected_at_step < LATE_STEPS, run.explain()
     assert_rate(finding.holder_bytes_per_step, BATCH * HIDDEN * 4,
                 what="holder_bytes_per_step", run=run)
+
+
+def two_leaks() -> None:
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    epoch_logits, running_loss = [], torch.zeros(())
+    for step in range(STEPS):
+        x, y = batches[step % len(batches)]
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        epoch_logits.append(logits)  # with its graph
+        running_loss = running_loss + loss.detach() * 0 + loss  # a graph that chains
+
+
+def test_findings_on_one_signal_share_one_projection(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The process loses what all its holders keep at once: every finding on a signal
+    projects the same time to the limit, from their rates added up."""
+    run = record_loop(two_leaks, tmp_path_factory.mktemp("two"), "two_leaks", SCRIPT)
+    on_uss = [f for f in run.report.serious if f.signal == "main_uss" and f.oom is not None]
+    assert len(on_uss) >= 2, run.explain()
+    assert len({f.oom.steps_to_oom for f in on_uss}) == 1, run.explain()
+    together = sum(f.bytes_per_step or 0.0 for f in on_uss)
+    assert on_uss[0].oom.bytes_per_step >= together - 1, run.explain()

@@ -78,16 +78,23 @@ def assign_rates(data: RunData, judged: dict[str, Judged], holders: list[HolderF
     for finding in others:
         if finding.bytes_per_step is None and finding.signal in judged:
             finding.bytes_per_step = round(judged[finding.signal].trend.slope, 1)
-    for finding in [h.finding for h in holders] + others:
-        total = _signal_total(judged, finding)
+    everything = [h.finding for h in holders] + others
+    for finding in everything:
+        total = _signal_total(judged, finding, everything)
         finding.oom = project(data, finding.signal, total)
 
 
-def _signal_total(judged: dict[str, Judged], finding: Finding) -> float | None:
+def _signal_total(judged: dict[str, Judged], finding: Finding,
+                  findings: list[Finding]) -> float | None:
+    """The signal's whole growth: one projection per signal, whichever finding shows it.
+    The judged trend when the signal grows by itself, else what its serious findings'
+    rates add up to (the process loses all of them at once)."""
+    shares = sum(f.bytes_per_step or 0.0 for f in findings
+                 if f.signal == finding.signal and f.serious)
     j = judged.get(finding.signal)
     if j is not None and j.trend.growing:
-        return max(j.trend.slope, finding.bytes_per_step or 0.0)
-    return finding.bytes_per_step
+        return max(j.trend.slope, shares, finding.bytes_per_step or 0.0)
+    return max(shares, finding.bytes_per_step or 0.0) or finding.bytes_per_step
 
 
 def _share(data: RunData, judged: dict[str, Judged], signal: str,
