@@ -102,6 +102,7 @@ class Scheduler:
         return "schedule" if cost.spent + cost.expected <= allowance else None
 
     next_due: float = 0.0  # perf_counter time before which no probe's budget allows a run
+    next_step: int = 0  # the step before which every probe's minimum gap forbids a run
 
     early_spent: float = 0.0  # time of anchors up to EARLY_ANCHOR_LIMIT
     early_by_probe: dict[str, float] = field(default_factory=dict)
@@ -124,12 +125,16 @@ class Scheduler:
     def early_of(self, probe: str) -> float:
         return self.early_by_probe.get(probe, 0.0)
 
-    def plan(self, quick: bool) -> None:
-        """When the budget next allows any probe (quick only when there are suspects)."""
+    def plan(self, quick: bool, step: int) -> None:
+        """When the budget next allows any probe, and from which step its gap does (quick
+        only when there are suspects): most boundaries then cost two comparisons."""
         probes = [p for p in self.costs if quick or p != "quick"]
         self.next_due = min(self.started + (self.costs[p].spent - self.early_of(p)
                                             + self.costs[p].expected)
                             / (self.budget * self.share[p]) for p in probes)
+        self.next_step = min(self.last_step.get(p, -10**9)
+                             + max(self.min_gap_steps[p], step // SAMPLES_PER_SERIES)
+                             for p in probes)
 
     @property
     def spent(self) -> float:

@@ -289,9 +289,11 @@ class Recorder:
             self._safely("cuda", lambda: self._add_rows("cuda_samples", self._cuda.sample(step)))
             if self.cuda_history.due(step):
                 self._safely("cuda_history", self.save_cuda_history)
-        # One comparison on most steps: the scheduler knows when anything can next run.
+        # Two comparisons on most steps: the scheduler knows when (time and step) anything
+        # can next run.
         if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
-                                         or start >= self.scheduler.next_due
+                                         or (start >= self.scheduler.next_due
+                                             and step >= self.scheduler.next_step)
                                          or (self._hunt_left and step >= self._hunt_next)):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()
@@ -321,7 +323,7 @@ class Recorder:
                                         self._census_estimate)
             if reason:
                 self._safely("census", lambda: self._run_census(step, reason))
-        self.scheduler.plan(quick=bool(self._suspects))
+        self.scheduler.plan(quick=bool(self._suspects), step=step)
 
     def _add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:
