@@ -506,3 +506,44 @@ def test_findings_on_one_signal_share_one_projection(
     assert len({f.oom.steps_to_oom for f in on_uss}) == 1, run.explain()
     together = sum(f.bytes_per_step or 0.0 for f in on_uss)
     assert on_uss[0].oom.bytes_per_step >= together - 1, run.explain()
+
+
+# A native library's state that grows slowly (C memory no Python object shows) ----------
+NATIVE_STEPS, NATIVE_BYTES = 600, 12_000
+
+
+def test_a_slow_native_leak_with_no_holder_is_a_leak(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """~7 MB over a short run, below the usual 8 MiB of growth, but at a steady pace to
+    the end: a leak, said as growth no holder names, at about the rate kept."""
+    import ctypes
+
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
+    kept: list[int] = []
+
+    def train() -> None:
+        model = make_model()
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        batches = make_batches()
+        for step in range(NATIVE_STEPS):
+            x, y = batches[step % len(batches)]
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            block = libc.malloc(NATIVE_BYTES)
+            ctypes.memset(block, 1, NATIVE_BYTES)  # touched: resident
+            kept.append(block)
+
+    try:
+        run = record_loop(train, tmp_path_factory.mktemp("native"), "native_slow", SCRIPT)
+    finally:
+        for block in kept:
+            libc.free(block)
+    assert run.report.verdict == "leak", run.explain()
+    unnamed = [f for f in run.report.serious if f.holder_path is None
+               and f.signal == "main_uss"]
+    assert unnamed, run.explain()
+    assert_rate(unnamed[0].bytes_per_step, NATIVE_BYTES, what="bytes_per_step", run=run)
