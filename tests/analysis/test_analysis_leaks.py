@@ -509,23 +509,18 @@ def test_findings_on_one_signal_share_one_projection(
 
 
 # A native library's state that grows slowly (C memory no Python object shows) ----------
-NATIVE_STEPS, NATIVE_BYTES = 600, 3 * 4096
+NATIVE_STEPS, NATIVE_BYTES = 600, 12_000
 
 
 def test_a_slow_native_leak_with_no_holder_is_a_leak(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """~7 MB over a short run, below the usual 8 MiB of growth, but at a steady pace to
-    the end: a leak, said as growth no holder names, at about the rate kept. The pages
-    are mapped anew each step (as a native library's arena would), so they add to the
-    process whatever an earlier test left free in the C heap."""
+    the end: a leak, said as growth no holder names, at about the rate kept."""
     import ctypes
-    import mmap
 
     libc = ctypes.CDLL(None)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_int, ctypes.c_long]
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    libc.malloc.restype = ctypes.c_void_p
+    libc.free.argtypes = [ctypes.c_void_p]
     kept: list[int] = []
 
     def train() -> None:
@@ -538,8 +533,7 @@ def test_a_slow_native_leak_with_no_holder_is_a_leak(
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            block = libc.mmap(None, NATIVE_BYTES, mmap.PROT_READ | mmap.PROT_WRITE,
-                              mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+            block = libc.malloc(NATIVE_BYTES)
             ctypes.memset(block, 1, NATIVE_BYTES)  # touched: resident
             kept.append(block)
 
@@ -547,7 +541,7 @@ def test_a_slow_native_leak_with_no_holder_is_a_leak(
         run = record_loop(train, tmp_path_factory.mktemp("native"), "native_slow", SCRIPT)
     finally:
         for block in kept:
-            libc.munmap(block, NATIVE_BYTES)
+            libc.free(block)
     assert run.report.verdict == "leak", run.explain()
     unnamed = [f for f in run.report.serious if f.holder_path is None
                and f.signal == "main_uss"]

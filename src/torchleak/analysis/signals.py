@@ -102,7 +102,7 @@ def unnamed_finding(data: RunData, signal: str, j: Judged) -> Finding:
     cause = classify(data, trend.slope, trend.first_step, trend.last_step)
     kind = cause.kind or K.MEMORY
     severity = Severity.LOW
-    if (trend.steady or _steady(j.series, trend)) and trend.slope >= MEDIUM_BYTES_PER_STEP:
+    if _steady(j.series, trend) and trend.slope >= MEDIUM_BYTES_PER_STEP:
         severity = Severity.HIGH if trend.slope >= 64 * HIGH_BYTES_PER_STEP else Severity.MEDIUM
     title = TITLES.get(signal, signal)
     what = {K.NATIVE_MEMORY: "native memory outside Python objects and tensors",

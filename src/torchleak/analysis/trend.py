@@ -9,9 +9,8 @@ Method (all thresholds named below):
    (one-sided p < 0.01).
 4. The Theil-Sen slope times the span must exceed ``min_growth`` and 3 MADs of the
    troughs' residuals (noise, variable batch sizes). A slow leak may grow less in a short
-   run: ``steady_growth`` (when given) is enough when the second half of the troughs and
-   their last quarter still rise at ``STEADY_TAIL`` of the whole slope or faster, over at
-   least ``MIN_STEADY_SPAN`` steps. Healthy drift (allocator
+   run: ``steady_growth`` (when given) is enough when the second half of the troughs still
+   rises at ``STEADY_TAIL`` of the whole slope or faster. Healthy drift (allocator
    arenas, caches warming) slows down instead: its second half rises at 0.05-0.3 of it.
 5. Plateau test on the tail (the last ``TAIL_FRACTION`` of troughs): if it makes no new
    high above the troughs before it (by ``PLATEAU_RATIO`` of what the slope predicts), or
@@ -35,7 +34,6 @@ MIN_SPAN_STEPS = 10
 MIN_RISES = 3
 STEP_SPREAD = 0.35  # two flat levels: spread on each side at most this much of the gap
 STEADY_TAIL = 0.75  # a slow leak's second half rises at least this share of its slope
-MIN_STEADY_SPAN = 200  # steps after warm-up: a shorter run's pace is its warm-up's
 
 
 @dataclass
@@ -49,7 +47,6 @@ class Trend:
     last_step: float = 0.0
     reason: str = ""
     intercept: float | None = None  # of the fitted line through the troughs
-    steady: bool = False  # grew less than the usual size, but kept its pace to the end
 
     @property
     def growing(self) -> bool:
@@ -84,12 +81,11 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
         return trend
     growth = slope * (tx[-1] - tx[0])
     noise = 3 * mad([b - slope * a for a, b in zip(tx, ty)])
-    if growth < max(min_growth, noise):
-        trend.steady = (steady_growth is not None and growth >= max(steady_growth, noise)
-                        and _steady(tx, ty, slope, steady_growth))
-        if not trend.steady:
-            trend.reason = f"growth {growth:.3g} below threshold {max(min_growth, noise):.3g}"
-            return trend
+    if growth < max(min_growth, noise) and not (
+            steady_growth is not None and growth >= max(steady_growth, noise)
+            and _steady(tx, ty, slope, steady_growth)):
+        trend.reason = f"growth {growth:.3g} below threshold {max(min_growth, noise):.3g}"
+        return trend
     if _plateaued(tx, ty, slope):
         trend.verdict, trend.reason = "plateau", "growth stopped in the tail"
         return trend
@@ -101,14 +97,13 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
 
 
 def _steady(tx: list[float], ty: list[float], slope: float, growth: float) -> bool:
-    """The second half of the troughs, and their last quarter, rise as fast as the whole
-    (a leak keeps its pace), by at least half of ``growth``, over enough steps to tell."""
-    half, last = len(tx) // 2, 3 * len(tx) // 4
-    if half < 4 or tx[-1] - tx[0] < MIN_STEADY_SPAN:
+    """The second half of the troughs rises as fast as the whole (a leak keeps its pace),
+    by at least half of ``growth``."""
+    half = len(tx) // 2
+    if half < 4:
         return False
-    tail, end = theil_sen(tx[half:], ty[half:]), theil_sen(tx[last:], ty[last:])
-    return (min(tail, end) >= STEADY_TAIL * slope
-            and tail * (tx[-1] - tx[half]) >= growth / 2)
+    tail = theil_sen(tx[half:], ty[half:])
+    return tail >= STEADY_TAIL * slope and tail * (tx[-1] - tx[half]) >= growth / 2
 
 
 def _one_step(ty: list[float]) -> bool:
