@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from torchleak.analysis.signals import MIN_MEMORY_GROWTH, STEADY_MEMORY_GROWTH
+from torchleak.analysis.signals import MIN_MEMORY_GROWTH
 from torchleak.analysis.holders import MIN_ITEMS_GROWTH
 from torchleak.analysis.thresholds import warmup_steps
 from torchleak.analysis.trend import judge
@@ -168,31 +168,3 @@ def test_counts_on_sparse_geometric_samples_still_grow() -> None:
     trend = judge_counts([float(s) for s in x], x)
     assert trend.verdict == "growing"
     assert trend.slope == pytest.approx(1.0, rel=0.05)
-
-
-# A slow leak in a short run: less than the usual growth, but it keeps its pace ----------
-def judge_memory_with_steady(y: list[float], x: list[int] = X):
-    return judge(x, y, warmup=warmup_steps(x[-1]), min_growth=MIN_MEMORY_GROWTH["main_uss"],
-                 windows=20, steady_growth=STEADY_MEMORY_GROWTH["main_uss"])
-
-
-def test_a_slow_steady_leak_is_growing_below_the_usual_growth() -> None:
-    rate = 12 * 1024  # 4.2 MiB over the 360 steps after warm-up: below 8 MiB
-    y = noisy([BASE + rate * s for s in X], 16 * 1024)
-    assert judge_memory(y).verdict == "healthy"  # without the steady rule
-    trend = judge_memory_with_steady(y)
-    assert trend.verdict == "growing", trend.reason
-    assert trend.slope == pytest.approx(rate, rel=0.15)
-
-
-def test_drift_that_slows_down_stays_healthy() -> None:
-    # An allocator or a cache warming up: 4 MiB in all, most of it early (a square root).
-    y = noisy([BASE + 4 * MIB * (s / STEPS) ** 0.5 for s in X], 16 * 1024)
-    trend = judge_memory_with_steady(y)
-    assert trend.verdict != "growing", trend
-
-
-def test_a_slow_leak_that_starts_late_is_growing() -> None:
-    # Flat while the allocator reuses freed pages, then 12 KiB a step to the end.
-    y = noisy([BASE + 12 * 1024 * max(0, s - 200) for s in X], 16 * 1024)
-    assert judge_memory_with_steady(y).verdict == "growing"

@@ -23,8 +23,6 @@ from torchleak.vocab import Signal as S
 
 MIN_MEMORY_GROWTH = {S.MAIN_USS: 8 * MIB, S.WORKERS_USS: 8 * MIB,
                      S.CUDA_ALLOCATED: 8 * MIB, S.CUDA_RESERVED_UNUSED: 64 * MIB}
-# Less is enough when the growth keeps its pace to the end (a slow leak in a short run).
-STEADY_MEMORY_GROWTH = {S.MAIN_USS: 2 * MIB, S.WORKERS_USS: 2 * MIB}
 TITLES = {"tensors": "live tensors", "graph_nodes": "autograd nodes",
           S.MAIN_USS: "main process memory (USS)",
           S.WORKERS_USS: "DataLoader worker memory (USS, summed)",
@@ -45,10 +43,9 @@ def judge_signals(data: RunData) -> dict[str, Judged]:
     judged = {}
     for name, series in data.memory.items():
         if series:
-            judged[name] = Judged(series, judge(
-                series.x, series.y, warmup=warmup, windows=WINDOWS,
-                min_growth=MIN_MEMORY_GROWTH.get(name, 8 * MIB),
-                steady_growth=STEADY_MEMORY_GROWTH.get(name)))
+            judged[name] = Judged(series, judge(series.x, series.y, warmup=warmup,
+                                                windows=WINDOWS,
+                                                min_growth=MIN_MEMORY_GROWTH.get(name, 8 * MIB)))
     for name, min_growth in MIN_CENSUS_GROWTH.items():
         series = data.census.get(name)
         if series is not None and len(series.x) >= 5:

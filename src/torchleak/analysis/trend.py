@@ -8,10 +8,7 @@ Method (all thresholds named below):
 3. Mann-Kendall on the troughs must show an increasing trend: Z >= ``Z_GROWING``
    (one-sided p < 0.01).
 4. The Theil-Sen slope times the span must exceed ``min_growth`` and 3 MADs of the
-   troughs' residuals (noise, variable batch sizes). A slow leak may grow less in a short
-   run: ``steady_growth`` (when given) is enough when the second half of the troughs still
-   rises at ``STEADY_TAIL`` of the whole slope or faster. Healthy drift (allocator
-   arenas, caches warming) slows down instead: its second half rises at 0.05-0.3 of it.
+   troughs' residuals (noise, variable batch sizes).
 5. Plateau test on the tail (the last ``TAIL_FRACTION`` of troughs): if it makes no new
    high above the troughs before it (by ``PLATEAU_RATIO`` of what the slope predicts), or
    its own slope is below ``PLATEAU_RATIO`` of the overall slope with a small range,
@@ -33,7 +30,6 @@ MIN_POINTS = 5
 MIN_SPAN_STEPS = 10
 MIN_RISES = 3
 STEP_SPREAD = 0.35  # two flat levels: spread on each side at most this much of the gap
-STEADY_TAIL = 0.75  # a slow leak's second half rises at least this share of its slope
 
 
 @dataclass
@@ -57,8 +53,7 @@ class Trend:
 
 
 def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: float,
-          windows: int = 0, exact: bool = False,
-          steady_growth: float | None = None) -> Trend:
+          windows: int = 0, exact: bool = False) -> Trend:
     pts = [(a, b) for a, b in zip(x, y) if a > warmup]
     need = MIN_RISES + 1 if exact else MIN_POINTS  # counts: enough points for the rises
     if len(pts) < need or pts[-1][0] - pts[0][0] < MIN_SPAN_STEPS:
@@ -81,9 +76,7 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
         return trend
     growth = slope * (tx[-1] - tx[0])
     noise = 3 * mad([b - slope * a for a, b in zip(tx, ty)])
-    if growth < max(min_growth, noise) and not (
-            steady_growth is not None and growth >= max(steady_growth, noise)
-            and _steady(tx, ty, slope, steady_growth)):
+    if growth < max(min_growth, noise):
         trend.reason = f"growth {growth:.3g} below threshold {max(min_growth, noise):.3g}"
         return trend
     if _plateaued(tx, ty, slope):
@@ -94,16 +87,6 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
         return trend
     trend.verdict, trend.reason = "growing", f"MK z={z:.2f}, {slope:.3g}/step"
     return trend
-
-
-def _steady(tx: list[float], ty: list[float], slope: float, growth: float) -> bool:
-    """The second half of the troughs rises as fast as the whole (a leak keeps its pace),
-    by at least half of ``growth``."""
-    half = len(tx) // 2
-    if half < 4:
-        return False
-    tail = theil_sen(tx[half:], ty[half:])
-    return tail >= STEADY_TAIL * slope and tail * (tx[-1] - tx[half]) >= growth / 2
 
 
 def _one_step(ty: list[float]) -> bool:
