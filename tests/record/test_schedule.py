@@ -44,5 +44,22 @@ def test_a_late_holder_anchor_runs_with_the_budget_spent_and_is_a_fixed_cost() -
     fixed = scheduler.early_of("holders")
     scheduler.ran("holders", late, 0.002)
     assert scheduler.early_of("holders") == fixed + 0.002  # outside the budget
-    # A census anchor past start-up still needs the budget's room.
-    assert scheduler.due("census", 3200, now=10.0, estimate=lambda: 0.1) is None
+    # A census anchor past start-up runs outside the budget when one census is cheap (a
+    # fixed cost of log2(steps) censuses), and needs the budget's room when it is dear.
+    assert scheduler.due("census", 3200, now=10.0, estimate=lambda: 0.5) is None
+    assert scheduler.due("census", 3200, now=10.0, estimate=lambda: 0.05) == "anchor"
+    assert scheduler.due("census", 3201, now=10.0, estimate=lambda: 0.05) is None
+    before = scheduler.early_spent
+    scheduler.ran("census", 3200, 0.05)
+    assert scheduler.early_spent == before + 0.05  # not charged to the budget
+
+
+def test_the_quick_remeasure_is_spread_so_it_costs_a_small_share_of_fast_steps() -> None:
+    scheduler = Scheduler(budget=1.0, started=0.0)  # the budget allows everything here
+    scheduler.ran("quick", 100, 0.0001)  # 0.1 ms on a 1 ms step: 10% if run every step
+    scheduler.step_seconds = 0.001
+    runs = [step for step in range(101, 141) if scheduler.due("quick", step, now=100.0)
+            and scheduler.ran("quick", step, 0.0001) is None]
+    assert len(runs) == 10, runs  # every fourth step: at most 3% of the steps' time
+    scheduler.step_seconds = 0.1  # on a 100 ms step it may run at every boundary
+    assert scheduler.due("quick", runs[-1] + 1, now=100.0) == "schedule"

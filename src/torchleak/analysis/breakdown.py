@@ -10,6 +10,7 @@ was measured at.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 from torchleak.analysis.series import HolderSeries, RunData
@@ -112,6 +113,10 @@ def category_for(finding: Finding, holder: HolderSeries | None,
         return _fastest([prefix + "autograd_saved", "python_objects"], rates) or (
             prefix + "autograd_saved")
     if holds_tensors:
+        matched = _closest([prefix + r for r in TENSOR_ROLES], rates,
+                           finding.holder_bytes_per_step)
+        if matched:
+            return matched  # an optimizer's state grows with the parameters, at its own rate
         if growing(prefix + "parameters", rates.get(prefix + "parameters")):
             return prefix + "parameters"  # gradients and optimizer state follow parameters
         roles = [prefix + r for r in ("other_tensors", "autograd_saved", "gradients",
@@ -124,6 +129,18 @@ def category_for(finding: Finding, holder: HolderSeries | None,
     if holder is not None or finding.kind not in (K.MEMORY, K.NATIVE_MEMORY):
         return "python_objects"  # a container of Python objects, a buffer, hooks, figures
     return _fastest([c for c in HOST if c != "workers"], rates)
+
+
+def _closest(names: Sequence[str], rates: Mapping[str, float],
+             holder_rate: float | None) -> str | None:
+    """The growing category whose rate is nearest (as a ratio, within 3x) to the rate of
+    the bytes the holder keeps."""
+    if not holder_rate or holder_rate <= 0:
+        return None
+    moving = [n for n in names if growing(n, rates.get(n))]
+    distance = {n: abs(math.log(rates[n] / holder_rate)) for n in moving}
+    best = min(distance, key=distance.__getitem__, default=None)
+    return best if best is not None and distance[best] <= math.log(3) else None
 
 
 def _fastest(names: Sequence[str], rates: Mapping[str, float]) -> str | None:

@@ -4,15 +4,19 @@ Every probe's cost is measured as it runs. A probe may run at a boundary when th
 spent on expensive probes so far, plus its expected cost, stays within ``budget`` times
 the wall time since monitoring started. The holder walk is cheap (~1-5 ms) and is what
 names leaks, and re-measuring the suspects it found (holders that grew between walks,
-~10-50 µs each) samples them densely: 45% of the budget each; the full census
+~10-50 µs each) samples them densely, spread out so it never costs more than 3% of
+the steps between its runs: 45% of the budget each; the full census
 (~50-250 ms) gets 10% beyond its anchors.
 Anchors run regardless of the budget (within a cap): an early step (after the
-optimizer's lazy state exists), after warm-up, then at every doubling of the step count;
-later census anchors must fit the budget, the holder walk's (cheap) always run.
+optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
+The holder walk's later anchors (cheap) always run; a later census anchor runs outside
+the budget when one census is cheap (an ordinary heap: tens of ms), so even a short run's
+category breakdown has points across it, and otherwise must fit the budget.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -41,6 +45,10 @@ SAMPLES_PER_SERIES = 400
 EARLY_ANCHOR_LIMIT = 50  # anchors up to here always run (within the cap below)
 ANCHOR_CAP_SECONDS = 0.3
 ANCHOR_CAP_FRACTION = 0.03
+# A census at each doubling of the step count costs log2(steps / 50) censuses in all; one
+# dearer than this (a heap of millions of objects) waits for the budget instead.
+DOUBLING_CENSUS_CAP_SECONDS = 0.15
+QUICK_STEP_SHARE = 0.03
 
 
 @dataclass
@@ -79,7 +87,7 @@ class Scheduler:
         anchor = step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS)
         # Long runs: spread samples out so a series keeps a few hundred points, not 10^5
         # (tested first: the estimate below has a cost of its own).
-        gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
+        gap = self._gap(probe, step)
         if not anchor and step - self.last_step.get(probe, -10**9) < gap:
             return None
         # A probe's share of the budget, its early anchors not charged to it.
@@ -94,6 +102,8 @@ class Scheduler:
             # not be walked again before it ends. Both are a fixed cost, outside the budget.
             cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
             return "anchor" if cost.expected <= cap else None
+        if anchor and cost.expected <= DOUBLING_CENSUS_CAP_SECONDS:
+            return "anchor"  # a fixed cost: see ran()
         if anchor:
             # Later anchors go before scheduled runs but stay within the whole budget
             # (early anchors are the budget's fixed start-up cost and not charged here).
@@ -104,20 +114,23 @@ class Scheduler:
     next_due: float = 0.0  # perf_counter time before which no probe's budget allows a run
     next_step: int = 0  # the step before which every probe's minimum gap forbids a run
 
-    early_spent: float = 0.0  # time of anchors up to EARLY_ANCHOR_LIMIT
+    early_spent: float = 0.0  # time of the anchors run outside the budget
     early_by_probe: dict[str, float] = field(default_factory=dict)
 
     def ran(self, probe: str, step: int, seconds: float) -> None:
+        fixed = self.fixed_cost(probe, step) or (
+            probe == "census" and step in ANCHOR_STEPS and self.costs[probe].expected <= DOUBLING_CENSUS_CAP_SECONDS)
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
-        if self.fixed_cost(probe, step):
+        if fixed:
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
 
     @staticmethod
     def fixed_cost(probe: str, step: int) -> bool:
-        """Runs outside the budget: the start-up anchors, and the holder walk's anchors
-        (log-spaced: their count, not the run's length, sets their cost)."""
+        """Runs outside the budget whatever they cost: the start-up anchors, and the holder
+        walk's anchors (log-spaced: their count, not the run's length, sets their cost).
+        A later census anchor is outside it too when it was cheap enough to run as one."""
         if probe == "holders":
             return step in HOLDER_ANCHORS or step in ANCHOR_STEPS
         return step <= EARLY_ANCHOR_LIMIT and (step in ANCHOR_STEPS or step in HOLDER_ANCHORS)
@@ -132,9 +145,20 @@ class Scheduler:
         self.next_due = min(self.started + (self.costs[p].spent - self.early_of(p)
                                             + self.costs[p].expected)
                             / (self.budget * self.share[p]) for p in probes)
-        self.next_step = min(self.last_step.get(p, -10**9)
-                             + max(self.min_gap_steps[p], step // SAMPLES_PER_SERIES)
+        self.next_step = min(self.last_step.get(p, -10**9) + self._gap(p, step)
                              for p in probes)
+
+    step_seconds: float = 0.0  # the latest step's wall time, set at each boundary
+
+    def _gap(self, probe: str, step: int) -> int:
+        """Steps between two runs of ``probe``: its minimum, wider on long runs, and for
+        the quick re-measure wide enough that it costs at most QUICK_STEP_SHARE of the
+        steps it spreads over (on a fast loop it would otherwise run at most boundaries)."""
+        gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
+        if probe == "quick" and self.step_seconds > 0:
+            spread = self.costs[probe].expected / (QUICK_STEP_SHARE * self.step_seconds)
+            gap = max(gap, math.ceil(spread))
+        return gap
 
     @property
     def spent(self) -> float:

@@ -281,6 +281,7 @@ class Recorder:
     def _measure(self, frame: FrameType | None) -> None:
         start = time.perf_counter()
         duration_ms = (start - self._last_boundary) * 1000.0
+        self.scheduler.step_seconds = duration_ms / 1000.0
         self.step += 1
         step = self.step
         rss, uss = self._main.read()
