@@ -93,6 +93,10 @@ def test_parameters_appended_under_adam_grow_three_categories(tmp_path: Path) ->
     assert per_step / 1.5 <= params <= per_step * 1.5, (params, run.explain())
     assert per_step / 1.5 <= grads <= per_step * 1.5, (grads, run.explain())
     assert 1.6 <= state / params <= 2.4, (state, params)
+    # Each holder's finding names the role it keeps: the optimizer's state is its own.
+    categories = {f.holder_path: f.category for f in run.report.findings}
+    assert categories.get("train().opt.state") == "optimizer_state", run.explain()
+    assert categories.get("train().opt.param_groups") == "parameters", run.explain()
     _sums_match_total(run)
 
 
@@ -145,17 +149,24 @@ def test_pymalloc_statistics_see_python_objects() -> None:
     del floats
 
 
-@pytest.mark.parametrize("kind, tensors, rates, expected", [
-    ("tensor_list", 3, {"other_tensors": 1e5, "autograd_saved": 10.0}, "other_tensors"),
-    ("tensor_list_graph", 3, {"other_tensors": 1e4, "autograd_saved": 1e5}, "autograd_saved"),
-    ("tensor_list", 3, {"parameters": 1e4, "optimizer_state": 2e4}, "parameters"),
-    ("container", 0, {"python_objects": 1e5}, "python_objects"),
-    ("container", 0, {}, "python_objects"),
-    ("worker_memory", 0, {"workers": 1e6}, "workers"),
-    ("memory", 0, {"allocator_slack": 1e5, "python_objects": 1e3}, "allocator_slack"),
+@pytest.mark.parametrize("kind, tensors, rates, holder_rate, expected", [
+    ("tensor_list", 3, {"other_tensors": 1e5, "autograd_saved": 10.0}, None, "other_tensors"),
+    ("tensor_list_graph", 3, {"other_tensors": 1e4, "autograd_saved": 1e5}, None,
+     "autograd_saved"),
+    ("tensor_list", 3, {"parameters": 1e4, "optimizer_state": 2e4}, None, "parameters"),
+    # The holder's own rate picks the role it keeps among those that grow.
+    ("tensor_list", 3, {"parameters": 1e4, "gradients": 1e4, "optimizer_state": 2e4}, 1.8e4,
+     "optimizer_state"),
+    ("tensor_list", 3, {"parameters": 1e4, "optimizer_state": 2e4}, 1.1e4, "parameters"),
+    ("tensor_list", 3, {"other_tensors": 1e5, "autograd_saved": 1e3}, 2e3, "autograd_saved"),
+    ("tensor_list", 3, {"other_tensors": 1e5}, 1e3, "other_tensors"),  # nothing within 3x
+    ("container", 0, {"python_objects": 1e5}, None, "python_objects"),
+    ("container", 0, {}, None, "python_objects"),
+    ("worker_memory", 0, {"workers": 1e6}, None, "workers"),
+    ("memory", 0, {"allocator_slack": 1e5, "python_objects": 1e3}, None, "allocator_slack"),
 ])
 def test_category_follows_what_grows(kind: str, tensors: int, rates: dict[str, float],
-                                     expected: str) -> None:
+                                     holder_rate: float | None, expected: str) -> None:
     from torchleak.analysis.series import HolderSeries
 
     holder = None
@@ -163,7 +174,8 @@ def test_category_follows_what_grows(kind: str, tensors: int, rates: dict[str, f
         holder = HolderSeries("train().kept", "container", "list")
         holder.add(1, 1, 1, tensors, 0, 0)
     finding = Finding(kind=kind, culprit="x", severity="high", fix="",
-                      holder_path="train().kept" if holder else None)
+                      holder_path="train().kept" if holder else None,
+                      holder_bytes_per_step=holder_rate)
     assert category_for(finding, holder, rates) == expected
 
 

@@ -61,6 +61,17 @@ def values(obj: Any) -> Iterator[Any]:
     return base.__iter__(obj)  # type: ignore[no-any-return, attr-defined]
 
 
+def newest_values(obj: Any) -> Iterator[Any] | None:
+    """A dict's or deque's elements newest first (their builtin reverse iterator starts at
+    the end at no cost); None for a container with no order (a set)."""
+    base = container_base(obj)
+    if base is dict:
+        return reversed(dict.values(obj))
+    if base is _DEQUE:
+        return _DEQUE.__reversed__(obj)
+    return None
+
+
 def dict_items(obj: Any) -> list[tuple[Any, Any]]:
     """A snapshot of a dict's items (a list, so the walk survives the dict changing)."""
     return list(dict.items(obj))

@@ -6,6 +6,7 @@ function dispatch disabled by the caller (``HolderWalker.walk``).
 
 from __future__ import annotations
 
+import itertools
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -16,6 +17,7 @@ from torchleak.record.probes import access
 from torchleak.record.probes.graph import walk_graph
 
 _SAMPLE = 8
+_SPREAD_LIMIT = 4096  # elements a dict, deque or set is iterated over to sample it
 _GRAPH_SAMPLES = 2
 _GRAPH_NODES_PER_ITEM = 256  # per sampled item: enough for one step's graph
 NODE_BYTES = 200  # an autograd node with its edges, measured order of magnitude
@@ -104,13 +106,18 @@ def sample_items(obj: Any, n: int = _SAMPLE) -> list[Any]:
     if base in (list, tuple):
         stride = max(1, size // n)
         return [access.element_at(obj, i) for i in range(0, size, stride)][:n]
-    # dicts, deques and sets: the first n (the middle of a deque or set is not cheap).
-    items = []
-    for item in access.values(obj):
-        if len(items) >= n:
-            break
-        items.append(item)
-    return items
+    # dicts, deques and sets have no cheap index: a small one is spread over by iterating
+    # it (a C loop); a large one gives its first and newest elements, since what a leak
+    # adds is at the end and is often not like what came first (an optimizer's state:
+    # the model's own parameters first, then the ones added later).
+    try:
+        if size <= _SPREAD_LIMIT:
+            return list(itertools.islice(access.values(obj), 0, None, max(1, size // n)))[:n]
+        newest = access.newest_values(obj)
+        first = list(itertools.islice(access.values(obj), n if newest is None else n // 2))
+        return first + ([] if newest is None else list(itertools.islice(newest, n - len(first))))
+    except RuntimeError:  # changed size while read (another thread): no sample this time
+        return []
 
 
 def container_footprint(obj: Any, depth: int = 2) -> Footprint:
