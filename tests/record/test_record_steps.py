@@ -68,6 +68,22 @@ ACCUMULATE = f"""
     print("backwards", backwards)
 """
 
+RECREATED = 60
+RECREATE = f"""
+    import torch
+
+    torch.set_num_threads(1)
+    model = torch.nn.Linear(8, 8)
+    for i in range({RECREATED}):
+        if i % 3 == 0:  # a new optimizer in place of the old one (after the model changed)
+            opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        loss = model(torch.randn(4, 8)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    print("iterations", {RECREATED})
+"""
+
 WATCH = f"""
     import torch
     import torchleak
@@ -109,6 +125,12 @@ def record_accumulate(folder: Path) -> Recorded:
 
 @prefetch
 @weight(2)
+def record_recreate(folder: Path) -> Recorded:
+    return _record(folder, "recreate.py", RECREATE)
+
+
+@prefetch
+@weight(2)
 def record_watch(folder: Path) -> Recorded:
     return _record(folder, "watch.py", WATCH)
 
@@ -123,6 +145,11 @@ def test_gan_one_step_per_discriminator_generator_cycle(runs: RunPool) -> None:
     run = _finished(runs, record_gan)
     assert run.scalar("SELECT COUNT(*) FROM steps") == GAN_CYCLES
     assert run.meta("steps") == GAN_CYCLES
+
+
+def test_an_optimizer_created_anew_every_few_steps_loses_no_step(runs: RunPool) -> None:
+    run = _finished(runs, record_recreate)
+    assert run.scalar("SELECT COUNT(*) FROM steps") == RECREATED
 
 
 def test_gradient_accumulation_one_step_per_optimizer_step(runs: RunPool) -> None:

@@ -252,7 +252,7 @@ class Recorder:
         if self._in_child:
             return
         try:
-            closes = self.clock.observe(id(optimizer))
+            closes = self.clock.observe(id(optimizer), optimizer)
         except Exception as err:  # noqa: BLE001 - never raise into training
             self._disable("recorder", err)
             return

@@ -6,7 +6,9 @@ update, not per micro-batch). With several optimizers stepping in turn (a GAN's 
 optimizer that closes the cycle, so a D/G loop counts one step per D+G pair. An
 optimizer that only steps occasionally never becomes the boundary. If the boundary
 optimizer stops stepping while another keeps stepping (a new optimizer for a second
-training stage), the other one takes over.
+training stage), the other one takes over. An optimizer created anew (``opt =
+Adam(model.parameters())`` after the model grew) replaces the boundary optimizer it
+follows at its first ``step()`` once the old one is gone (garbage), so no step is lost.
 
 Loops without a ``torch.optim`` optimizer (evaluation, inference, RL rollouts) need no
 code change: while no optimizer step has been seen, a step is one forward call of the
@@ -25,6 +27,7 @@ from __future__ import annotations
 import sys
 import threading
 import warnings
+import weakref
 from collections.abc import Callable
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -38,25 +41,34 @@ class StepClock:
 
     def __init__(self) -> None:
         self._closer: int | None = None  # id() of the optimizer that closes a cycle
+        self._closer_ref: weakref.ref[Any] | None = None  # the closer, while it lives
         self._learning = True  # still inside the first cycle
         self._first_cycle: set[int] = set()
         self._since_boundary: dict[int, int] = {}
         self.manual = False
 
-    def observe(self, optimizer_id: int) -> bool:
-        """Record one optimizer.step(); True when it closes a training step."""
+    def observe(self, optimizer_id: int, optimizer: Any = None) -> bool:
+        """Record one optimizer.step() (``optimizer``: the object, to tell when the one
+        closing cycles is gone); True when it closes a training step."""
         if self.manual:
             return False
         if self._closer is None:
-            self._closer = optimizer_id
+            self._set_closer(optimizer_id, optimizer)
             self._first_cycle.add(optimizer_id)
+            return True
+        if optimizer_id != self._closer and self._closer_gone():
+            # A new optimizer in place of the closer, freed when its name was rebound.
+            self._first_cycle.discard(self._closer)
+            self._first_cycle.add(optimizer_id)
+            self._set_closer(optimizer_id, optimizer)
+            self._since_boundary.clear()
             return True
         if self._learning:
             if optimizer_id in self._first_cycle:
                 self._learning = False  # the cycle repeats: its last newcomer closes it
             else:
                 self._first_cycle.add(optimizer_id)
-                self._closer = optimizer_id
+                self._set_closer(optimizer_id, optimizer)
                 return False
         if optimizer_id == self._closer:
             self._since_boundary.clear()
@@ -65,10 +77,20 @@ class StepClock:
         self._since_boundary[optimizer_id] = calls
         if calls >= 2:
             # The closer went quiet while this one keeps stepping: it takes over.
-            self._closer = optimizer_id
+            self._set_closer(optimizer_id, optimizer)
             self._since_boundary.clear()
             return True
         return False
+
+    def _set_closer(self, key: int, optimizer: Any) -> None:
+        self._closer = key
+        try:
+            self._closer_ref = None if optimizer is None else weakref.ref(optimizer)
+        except TypeError:  # an object with no weak references: never known to be gone
+            self._closer_ref = None
+
+    def _closer_gone(self) -> bool:
+        return self._closer_ref is not None and self._closer_ref() is None
 
     def manual_step(self) -> bool:
         self.manual = True
