@@ -124,6 +124,41 @@ def test_dict_of_python_floats_is_a_python_objects_leak(tmp_path: Path) -> None:
     _sums_match_total(run)
 
 
+def test_outputs_kept_with_their_graph_grow_autograd_saved(tmp_path: Path) -> None:
+    hidden = 256  # the graph saves the ReLU's output: BATCH x 256 float32 a step
+
+    def train() -> None:
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(IN, hidden), nn.ReLU(), nn.Linear(hidden, 10))
+        opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+        batches = make_batches()
+        val_preds = []
+        for step in range(240):
+            x, y = batches[step % len(batches)]
+            loss = F.cross_entropy(model(x), y)  # backward frees this graph's saved tensors
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            val_preds.append(model(torch.randn(BATCH, IN)))  # no torch.no_grad()
+
+    run = record_loop(train, tmp_path, "saved", "saved.py", budget=BUDGET)
+    finding = assert_leak(run, "val_preds")
+    assert finding.category == "autograd_saved", run.explain()
+    assert _slope(run, "autograd_saved") >= BATCH * hidden * 4, run.explain()
+    _sums_match_total(run)
+
+
+def test_a_freed_graph_does_not_hide_the_saved_tensors_of_a_kept_one() -> None:
+    from torchleak.record.probes.graph import walk_graph
+
+    model = nn.Sequential(nn.Linear(8, 512), nn.ReLU(), nn.Linear(512, 1))
+    trained = model(torch.randn(4, 8)).sum()
+    trained.backward()  # its saved tensors are freed
+    kept = model(torch.randn(4, 8))
+    stats = walk_graph([kept.grad_fn, trained.grad_fn], 1000)  # the freed one walked first
+    assert sum(stats.saved.values()) >= 4 * 512 * 4  # the kept graph's ReLU output
+
+
 # The split and the choice of category, on made-up figures -------------------------------
 
 def test_host_split_sums_to_the_total_and_keeps_negative_slack() -> None:

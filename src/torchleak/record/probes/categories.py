@@ -2,24 +2,27 @@
 tensors kept by autograd graphs, or the rest.
 
 Every storage is counted once, in the first role that claims it (a parameter's storage
-is a parameter even when a list also holds it). Parameters are the ``nn.Parameter``
-objects the census found; gradients are their ``.grad`` (read through the C descriptor,
-never a subclass's property); optimizer state is every tensor in ``Optimizer.state`` of
-the optimizers the same scan found (read through the builtin ``dict``, never a user
-subclass's methods). Storages on a CUDA device go to the ``cuda_`` twin of their role;
-other devices (meta, fake) hold no memory and are left out.
+is a parameter even when a list also holds it or a graph saved it). Parameters are the
+``nn.Parameter`` objects the census found; gradients are their ``.grad`` (read through
+the C descriptor, never a subclass's property); optimizer state is every tensor in
+``Optimizer.state`` of the optimizers the same scan found (read through the builtin
+``dict``, never a user subclass's methods); ``autograd_saved`` is every other storage a
+live graph saved for backward, whether or not a Python tensor wraps it (torch keeps a
+saved tensor's Python object alive with it, so most do). Storages on a CUDA device go to
+the ``cuda_`` twin of their role; other devices (meta, fake) hold no memory and are left
+out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 import torch
 
 from torchleak.record.probes.access import attribute, dict_items, is_a
 
-ROLES = ("parameters", "gradients", "optimizer_state", "other_tensors")
+ROLES = ("parameters", "gradients", "optimizer_state", "autograd_saved", "other_tensors")
 _TENSOR_BASE: Any = getattr(torch._C, "TensorBase", None) or getattr(torch._C, "_TensorBase")
 _GRAD = _TENSOR_BASE.__dict__["grad"]
 
@@ -27,7 +30,8 @@ _GRAD = _TENSOR_BASE.__dict__["grad"]
 class StorageRoles:
     """Storage pointer -> (bytes, device kind, role), first claim wins."""
 
-    def __init__(self) -> None:
+    def __init__(self, saved: Container[int] = ()) -> None:
+        self.saved = saved  # storages live graphs saved for backward
         self.bytes: dict[int, int] = {}
         self.role: dict[int, str] = {}
         self.cuda: set[int] = set()
@@ -45,6 +49,8 @@ class StorageRoles:
         if device not in ("cpu", "cuda"):
             self.skipped.add(ptr)
             return
+        if role == "other_tensors" and ptr in self.saved:
+            role = "autograd_saved"
         self.role[ptr], self.bytes[ptr] = role, nbytes
         if device == "cuda":
             self.cuda.add(ptr)
@@ -75,9 +81,11 @@ def subclasses(cls: type) -> set[type]:
     return found
 
 
-def tensor_roles(tensors: list[Any], optimizers: Iterable[Any]) -> StorageRoles:
-    """Classify the census's tensors (and the gradients/state no Python object wraps)."""
-    roles = StorageRoles()
+def tensor_roles(tensors: list[Any], optimizers: Iterable[Any],
+                 saved: Container[int] = ()) -> StorageRoles:
+    """Classify the census's tensors (and the gradients/state no Python object wraps);
+    ``saved``: the storages the live graphs saved."""
+    roles = StorageRoles(saved)
     params = [t for t in tensors if is_a(t, torch.nn.Parameter)]
     for p in params:
         roles.claim(p, "parameters")

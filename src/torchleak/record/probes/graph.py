@@ -41,27 +41,28 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
     """Nodes reachable from ``roots`` (at most ``node_cap``, within ``seconds``)."""
     stats = GraphStats()
     seen: dict[int, Any] = {}  # keeps the wrappers alive so ids stay unique during the walk
-    stack = [r for r in roots if r is not None]
+    # Each node carries whether its saved tensors may still be there: backward() frees
+    # those of every node it reached, so below a freed node nothing is asked again (each
+    # ask would cost an exception), while another root's graph is asked afresh.
+    stack = [(r, with_saved) for r in roots if r is not None]
     deadline = None if seconds is None else time.perf_counter() + seconds
     while stack:
         if len(seen) >= node_cap or (deadline is not None and len(seen) % 256 == 0
                                      and time.perf_counter() > deadline):
             stats.truncated = True
             break
-        node = stack.pop()
+        node, ask = stack.pop()
         if id(node) in seen:
             continue
         seen[id(node)] = node
-        if with_saved:
+        if ask:
             for name in _saved_attrs(node):
                 if not _add_saved(node, name, stats):
-                    # Freed by backward(): the whole graph's saved tensors went together,
-                    # and asking each node again costs an exception apiece.
-                    with_saved = False
+                    ask = False  # freed by backward()
                     break
         for child, _ in getattr(node, "next_functions", ()):
             if child is not None:
-                stack.append(child)
+                stack.append((child, ask))
     stats.nodes = len(seen)
     return stats
 
