@@ -28,6 +28,7 @@ _ALL = (
     Pattern("tensors-in-containers", "Tensors kept in a list or dict that is never cleared"),
     Pattern("step-outputs", "Per-step outputs collected in a hook and never cleared"),
     Pattern("unbounded-history", "A history list or dict that only grows"),
+    Pattern("growing-model", "Parameters or modules added while training"),
     Pattern("growing-buffer", "One buffer that keeps growing: bytearray, str, BytesIO, array"),
     Pattern("thread-state", "A background thread that keeps what it receives"),
     Pattern("metric-state", "Metric objects that accumulate every update"),

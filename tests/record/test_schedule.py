@@ -63,3 +63,16 @@ def test_the_quick_remeasure_is_spread_so_it_costs_a_small_share_of_fast_steps()
     assert len(runs) == 10, runs  # every fourth step: at most 3% of the steps' time
     scheduler.step_seconds = 0.1  # on a 100 ms step it may run at every boundary
     assert scheduler.due("quick", runs[-1] + 1, now=100.0) == "schedule"
+
+
+def test_a_boundary_is_ready_only_when_one_probe_has_both_its_time_and_its_step() -> None:
+    scheduler = Scheduler(budget=0.01, started=0.0)
+    scheduler.ran("census", 100, 0.05)  # within its gap from step 110, its budget far later
+    scheduler.ran("quick", 100, 0.0001)  # its budget allows it now, its gap does not
+    scheduler.ran("holders", 100, 0.5)  # neither
+    scheduler.step_seconds = 0.0001  # a fast loop: the quick re-measure is spread out
+    scheduler.plan(quick=True, step=120)
+    assert 120 >= scheduler.next_step and 40.0 >= scheduler.next_due  # the loose test passes
+    assert not scheduler.ready(120, now=40.0)
+    quick_step = max(first for _, first in scheduler.gates)
+    assert scheduler.ready(quick_step, now=40.0)

@@ -19,6 +19,7 @@ class Advice:
 
 
 THREAD_ADVICE = "thread_state"  # a holder in another thread's frame
+MODEL_ADVICE = "growing_model"  # a model's submodules or an optimizer's groups and state
 _ADVICE: dict[str, Advice] = {
     K.AUTOGRAD_GRAPH: Advice(
         "accumulate a number, not a tensor: `{name} += loss.item()` (or keep "
@@ -45,6 +46,13 @@ _ADVICE: dict[str, Advice] = {
         "flush `{name}` (to disk or your logger) and reset it, or keep only its tail "
         "(`{name} = {name}[-limit:]`)",
         pattern("growing-buffer")),
+    MODEL_ADVICE: Advice(
+        "the model gains parameters while it trains (a new `nn.Parameter` or module, "
+        "`add_param_group`), and the optimizer keeps gradients and state for each: create "
+        "them once before training, or remove the ones no longer used from the model and "
+        "from the optimizer (`del` the submodule, a new optimizer over "
+        "`model.parameters()`); never `.clear()` an optimizer's `{name}`",
+        pattern("growing-model")),
     THREAD_ADVICE: Advice(
         "the thread keeps `{name}` until a condition that may never come: flush it on a timer "
         "as well as on size, bound what it receives (`queue.Queue(maxsize=N)`), and drain and "

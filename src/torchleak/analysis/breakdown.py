@@ -111,7 +111,7 @@ def category_for(finding: Finding, holder: HolderSeries | None,
     if finding.kind == K.AUTOGRAD_GRAPH:
         # After backward a kept graph holds its nodes (native heap), not its activations.
         return _fastest([prefix + "autograd_saved", "python_objects"], rates) or (
-            prefix + "autograd_saved")
+            "python_objects")
     if holds_tensors:
         matched = _closest([prefix + r for r in TENSOR_ROLES], rates,
                            finding.holder_bytes_per_step)

@@ -16,7 +16,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchleak.analysis.advice import THREAD_ADVICE, advice_for
+from torchleak.analysis.advice import MODEL_ADVICE, THREAD_ADVICE, advice_for
 from torchleak.analysis.series import HolderSeries, RunData
 from torchleak.analysis.sources import find_source
 from torchleak.analysis.stats import theil_sen
@@ -24,7 +24,7 @@ from torchleak.analysis.trend import Trend, first_growing_step, judge
 from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, MEDIUM_BYTES_PER_STEP, MIB, warmup_steps
 from torchleak.report import Finding
 from torchleak.trace.schema import GRAPH_NODES_CAP
-from torchleak.units import format_bytes
+from torchleak.units import format_bytes, number
 from torchleak.vocab import FindingKind as K
 from torchleak.vocab import Severity
 from torchleak.vocab import Signal as S
@@ -133,7 +133,7 @@ def _judge(data: RunData, holder: HolderSeries, metric: Metric, all_steps: list[
         steps, values = _uncapped(steps, values)
     warmup = metric.warmup(data.steps)
     trend = judge(steps, values, warmup=warmup, min_growth=metric.min_growth, exact=True)
-    if not trend.growing:
+    if not trend.growing or (metric.kind == K.AUTOGRAD_GRAPH and _graph_of_growing_model(holder)):
         return None
     own_rate = trend.slope if metric.unit == "bytes" else _bytes_rate(holder, warmup)
     per_epoch, steps_per_epoch = _per_epoch(data, holder, values)
@@ -184,9 +184,25 @@ def short_name(holder: HolderSeries) -> str:
     return holder.holder.split(" ")[0].split(".")[-1].split("[")[0].rstrip("()")
 
 
+def _graph_of_growing_model(holder: HolderSeries) -> bool:
+    """A fresh graph each step that grows because the model does (parameters added while
+    training): its leaves (one per parameter) grow in step with its nodes. A graph chained
+    across steps (a tensor sum) reaches the same leaves again: its nodes grow, they do not.
+    The growing model is named by its own holders (submodules, optimizer state)."""
+    first_leaves = number(holder.detail.get("graph_leaves_first")) or 0.0
+    leaves = number(holder.detail.get("graph_leaves")) or 0.0
+    first_nodes = number(holder.detail.get("graph_nodes_first")) or 0.0
+    if first_leaves <= 0 or first_nodes <= 0 or not holder.graph_nodes:
+        return False
+    leaf_growth, node_growth = leaves / first_leaves, holder.graph_nodes[-1] / first_nodes
+    return leaf_growth >= 1.5 and leaf_growth >= 0.25 * node_growth
+
+
 def _advice_kind(kind: str, holder: HolderSeries) -> str:
     if holder.holder.startswith("thread:"):
         return THREAD_ADVICE
+    if holder.detail.get("model_part"):
+        return MODEL_ADVICE
     if kind in (K.TENSOR_LIST, K.CONTAINER) and "metric" in holder.holder.lower():
         return K.METRIC_STATE
     if kind == K.TENSOR_GROWTH and holder.kind == "container":

@@ -274,6 +274,9 @@ class RunDataBuilder:
                 except (ValueError, RecursionError):
                     parsed = None
                 if isinstance(parsed, dict):
+                    if "graph_leaves" in parsed and "graph_leaves_first" not in series.detail:
+                        series.detail["graph_leaves_first"] = parsed["graph_leaves"]
+                        series.detail["graph_nodes_first"] = number(nodes) or 0.0
                     series.detail.update(parsed)
         self._cursor["holders"] = last
 

@@ -142,11 +142,18 @@ class Scheduler:
         """When the budget next allows any probe, and from which step its gap does (quick
         only when there are suspects): most boundaries then cost two comparisons."""
         probes = [p for p in self.costs if quick or p != "quick"]
-        self.next_due = min(self.started + (self.costs[p].spent - self.early_of(p)
-                                            + self.costs[p].expected)
-                            / (self.budget * self.share[p]) for p in probes)
-        self.next_step = min(self.last_step.get(p, -10**9) + self._gap(p, step)
-                             for p in probes)
+        self.gates = [(self.started + (self.costs[p].spent - self.early_of(p)
+                                       + self.costs[p].expected) / (self.budget * self.share[p]),
+                       self.last_step.get(p, -10**9) + self._gap(p, step)) for p in probes]
+        self.next_due = min(due for due, _ in self.gates)
+        self.next_step = min(first for _, first in self.gates)
+
+    gates: list[tuple[float, int]] = field(default_factory=list)  # per probe: (time, step)
+
+    def ready(self, step: int, now: float) -> bool:
+        """Whether some probe's budget and gap both allow it now: past the two-comparison
+        test (one probe's time, another's step), most boundaries stop here."""
+        return not self.gates or any(now >= due and step >= first for due, first in self.gates)
 
     step_seconds: float = 0.0  # the latest step's wall time, set at each boundary
 

@@ -294,7 +294,8 @@ class Recorder:
         # can next run.
         if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
                                          or (start >= self.scheduler.next_due
-                                             and step >= self.scheduler.next_step)
+                                             and step >= self.scheduler.next_step
+                                             and self.scheduler.ready(step, start))
                                          or (self._hunt_left and step >= self._hunt_next)):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()

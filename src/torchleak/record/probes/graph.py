@@ -25,6 +25,7 @@ class GraphStats:
     saved: dict[int, int] = field(default_factory=dict)  # storage ptr -> bytes
     saved_cuda: set[int] = field(default_factory=set)  # those of them on a CUDA device
     truncated: bool = False
+    leaves: int = 0  # AccumulateGrad nodes: the parameters (leaf tensors) the graph reaches
 
 
 def _saved_attrs(node: Any) -> tuple[str, ...]:
@@ -37,8 +38,10 @@ def _saved_attrs(node: Any) -> tuple[str, ...]:
 
 
 def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
-               with_saved: bool = True) -> GraphStats:
-    """Nodes reachable from ``roots`` (at most ``node_cap``, within ``seconds``)."""
+               with_saved: bool = True, with_leaves: bool = False) -> GraphStats:
+    """Nodes reachable from ``roots`` (at most ``node_cap``, within ``seconds``);
+    ``with_leaves``: also count the leaf nodes (one per parameter: torch reuses a leaf's
+    node while it lives, so a graph chained over many steps reaches the same ones)."""
     stats = GraphStats()
     seen: dict[int, Any] = {}  # keeps the wrappers alive so ids stay unique during the walk
     # Each node carries whether its saved tensors may still be there: backward() frees
@@ -55,6 +58,8 @@ def walk_graph(roots: list[Any], node_cap: int, seconds: float | None = None,
         if id(node) in seen:
             continue
         seen[id(node)] = node
+        if with_leaves and type(node).__name__ == "AccumulateGrad":
+            stats.leaves += 1
         if ask:
             for name in _saved_attrs(node):
                 if not _add_saved(node, name, stats):

@@ -87,9 +87,11 @@ def _ours(obj: Any) -> bool:
     return str(type(obj).__module__).startswith("torchleak.")
 
 
-def count_graph_nodes(grad_fn: Any, cap: int) -> int:
-    """Autograd nodes reachable from ``grad_fn``, at most ``cap``."""
-    return walk_graph([grad_fn], cap, with_saved=False).nodes
+def count_graph_nodes(grad_fn: Any, cap: int) -> tuple[int, int]:
+    """Autograd nodes reachable from ``grad_fn`` (at most ``cap``), and the leaf nodes
+    (parameters) among them."""
+    stats = walk_graph([grad_fn], cap, with_saved=False, with_leaves=True)
+    return stats.nodes, stats.leaves
 
 
 class Walk:
@@ -100,6 +102,8 @@ class Walk:
         self.samples: list[HolderSample] = []
         self.seen_classes: set[type] = set()
         self.labels: dict[str, str] = {}
+        # The model's own structure: what grows there is a growing model, not a history.
+        self.model_parts: dict[str, str] = {}
         self.routes: dict[str, Route] = {}
         self.sample_routes: dict[str, Route] = {}
         self.native: list[HolderSample] = []
@@ -142,6 +146,9 @@ class Walk:
         label = self.labels.get(sample.holder)
         if label is not None:
             sample.detail.setdefault("label", label)
+        part = self.model_parts.get(sample.holder)
+        if part is not None:
+            sample.detail.setdefault("model_part", part)
         if len(self.samples) < self.w.max_samples:
             self.samples.append(sample)
 
@@ -251,16 +258,16 @@ class Walk:
             return
         fp = tensor_footprint(t)
         nodes = None
+        detail: dict[str, Any] = {"shape": list(t.shape), "dtype": str(t.dtype),
+                                  "device": str(t.device)}
         if has_graph:
             if path in self.w.capped_graphs:
                 nodes = self.w.graph_cap
             else:
-                nodes = count_graph_nodes(t.grad_fn, self.w.graph_cap)
+                nodes, detail["graph_leaves"] = count_graph_nodes(t.grad_fn, self.w.graph_cap)
                 self.w.note_nodes(path, nodes)
         self.record(HolderSample(path, "tensor", type(t).__name__, int(t.numel()), int(fp.bytes),
-                                 1, int(fp.tensor_bytes), int(has_graph), nodes,
-                                 {"shape": list(t.shape), "dtype": str(t.dtype),
-                                  "device": str(t.device)}))
+                                 1, int(fp.tensor_bytes), int(has_graph), nodes, detail))
 
     def container(self, obj: Any, path: str, depth: int) -> None:
         size = access.length(obj)
@@ -347,14 +354,17 @@ class Walk:
                                           or {}) if c is not None]
         if len(children) < 2:
             return
-        nbytes = 0
+        nbytes = count = 0
         for child in children:
             params = (access.instance_dict(child) or {}).get("_parameters") or {}
-            nbytes += sum(p.numel() * p.element_size() for p in dict.values(params)
-                          if p is not None)
+            found = [p for p in dict.values(params) if p is not None]
+            count += len(found)
+            nbytes += sum(p.numel() * p.element_size() for p in found)
         self.labels.setdefault(f"{path}._modules", f"{type(mod).__name__}._modules (submodules)")
+        self.model_parts[f"{path}._modules"] = "submodules"
         self.record(HolderSample(f"{path}._modules", "container", type(mod).__name__,
-                                 len(children), int(nbytes), detail={"item_type": "Module"}),
+                                 len(children), int(nbytes), count, int(nbytes),
+                                 detail={"item_type": "Module"}),
                     self.routes.get(path))
 
     def attribute_set(self, attrs: dict[str, Any], path: str, owner: str) -> None:
@@ -426,6 +436,7 @@ class Walk:
             value = access.attribute(opt, name)
             if access.container_base(value) in (list, dict):
                 self.labels[f"{path}.{name}"] = f"{owner}.{name}"
+                self.model_parts[f"{path}.{name}"] = "optimizer"
                 route = self._route(path, ("attr", name))
                 if route is not None:
                     self.routes.setdefault(f"{path}.{name}", route)
