@@ -97,6 +97,13 @@ def test_parameters_appended_under_adam_grow_three_categories(tmp_path: Path) ->
     categories = {f.holder_path: f.category for f in run.report.findings}
     assert categories.get("train().opt.state") == "optimizer_state", run.explain()
     assert categories.get("train().opt.param_groups") == "parameters", run.explain()
+    # A growing model, advised as one; the per-step loss, whose graph grows with the model,
+    # is no tensor accumulator.
+    for finding in run.report.findings:
+        if finding.holder_path and ".opt." in finding.holder_path:
+            assert finding.pattern == "growing-model" and ".clear()" not in finding.fix.split(
+                "never")[0], finding
+    assert "train().loss" not in categories, run.explain()
     _sums_match_total(run)
 
 
