@@ -76,3 +76,51 @@ def test_worker_copy_on_read_is_named(tmp_path: Path) -> None:
     assert 256 * 1024 <= finding["bytes_per_step"] <= 2 * 1024 * 1024, finding
     # Worker USS is sampled about every 0.5 s (~40 steps here): detection needs 6 samples.
     assert finding["detected_at_step"] is not None and finding["detected_at_step"] <= 300
+
+
+CACHING = """
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class CachingDataset(Dataset):
+        def __init__(self):
+            self.cache = []  # empty here: each worker fills its own copy
+
+        def __len__(self):
+            return 600 * 16
+
+        def __getitem__(self, index):
+            self.cache.append(torch.randn(1024))  # 4 KiB an item, kept by the worker
+            return torch.randn(8), index % 2
+
+
+    def main():
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        loader = DataLoader(CachingDataset(), batch_size=16, num_workers=2)
+        model = torch.nn.Linear(8, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for x, y in loader:
+            loss = F.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def test_a_cache_each_worker_fills_is_named_with_its_own_advice(tmp_path: Path) -> None:
+    proc, report = run_cli(tmp_path, CACHING, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert report is not None and report["verdict"] == "leak", (proc.stderr, report)
+    finding = next(f for f in report["findings"] if f["kind"] == "worker_memory")
+    assert "CachingDataset.cache" in finding["culprit"], finding
+    assert "persistent_workers" not in finding["culprit"] + finding["fix"], finding
+    assert finding["pattern"] == "unbounded-cache" and "`cache`" in finding["fix"], finding
+    # 16 items of 4 KiB a step, shared between two workers.
+    assert 32 * 1024 <= finding["bytes_per_step"] <= 128 * 1024, finding

@@ -20,6 +20,7 @@ class Advice:
 
 THREAD_ADVICE = "thread_state"  # a holder in another thread's frame
 MODEL_ADVICE = "growing_model"  # a model's submodules or an optimizer's groups and state
+WORKER_STATE_ADVICE = "worker_state"  # a Dataset container each worker fills for itself
 _ADVICE: dict[str, Advice] = {
     K.AUTOGRAD_GRAPH: Advice(
         "accumulate a number, not a tensor: `{name} += loss.item()` (or keep "
@@ -80,6 +81,12 @@ _ADVICE: dict[str, Advice] = {
         "buffer (reference-count writes un-share forked pages of Python lists and dicts), "
         "or turn persistent_workers off so workers restart each epoch",
         pattern("worker-copy-on-read")),
+    WORKER_STATE_ADVICE: Advice(
+        "a Dataset container that `__getitem__` fills (here maybe `{name}`) grows in each "
+        "DataLoader worker's own copy for as long as the worker lives: bound it (`functools.lru_cache(maxsize=N)`, "
+        "`collections.deque(maxlen=N)`), build it once before the DataLoader starts, or "
+        "drop it",
+        pattern("unbounded-cache")),
     K.FRAGMENTATION: Advice(
         "set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` and bucket variable "
         "sequence lengths; this is cached memory, not a leak",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torchleak.analysis.advice import advice_for
+from torchleak.analysis.advice import WORKER_STATE_ADVICE, advice_for
 from torchleak.analysis.causes import classify
 from torchleak.analysis.series import RunData, Series
 from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, MEDIUM_BYTES_PER_STEP, MIB, warmup_steps
@@ -163,11 +163,21 @@ def worker_finding(data: RunData, trend: Trend) -> Finding:
     if loaders:
         detail = loaders[-1].detail
         big = detail.get("big_attributes") or {}
+        small = detail.get("small_containers") or {}
         dataset = detail.get("dataset", "Dataset")
         parts = [f"{dataset}.{attr} ({v.get('type')} of {v.get('length'):,} {v.get('item_type')})"
                  for attr, v in big.items() if isinstance(v, dict)]
-        where = (" - " + ", ".join(parts) + " touched by workers (copy-on-read)") if parts else (
-            f" - {dataset}")
+        filled = [f"{dataset}.{attr} ({v.get('type')} of {v.get('length')} in this process)"
+                  for attr, v in small.items() if isinstance(v, dict)]
+        if parts:
+            where = " - " + ", ".join(parts) + " touched by workers (copy-on-read)"
+        elif filled:
+            # Nothing big to un-share: what grows is state each worker keeps for itself.
+            advice = advice_for(WORKER_STATE_ADVICE, filled[0])
+            where = (f" - each worker's own copy of {', '.join(filled)} may be what grows "
+                     "(worker memory is not walked)")
+        else:
+            where = f" - {dataset}"
         if detail.get("persistent_workers"):
             where += "; persistent_workers=True keeps it across epochs"
     sev = Severity.HIGH if trend.slope >= HIGH_BYTES_PER_STEP else Severity.MEDIUM

@@ -106,7 +106,8 @@ def _rate(slope: float | None, verdict: str | None) -> str:
     if slope is None:
         return "-"
     text = format_rate(slope, "bytes")
-    return text if verdict == "growing" else f"{text} ({verdict})"
+    words = {"healthy": "below threshold", "plateau": "levels off"}
+    return text if verdict == "growing" else f"{text} ({words.get(verdict or '', verdict)})"
 
 
 def _delta(a: float | None, b: float | None) -> str:

@@ -477,20 +477,26 @@ class Walk:
     def dataloader(self, loader: DataLoader, path: str, depth: int) -> None:
         attrs = access.instance_dict(loader) or {}
         dataset = attrs.get("dataset")
-        big = {}
+        big, small = {}, {}
         for name, value in own_attributes(dataset).items() if dataset is not None else ():
-            if access.container_base(value) is not None and access.length(value) >= _BIG_DATASET_ATTR:
+            if access.container_base(value) is None:
+                continue
+            if access.length(value) >= _BIG_DATASET_ATTR:
                 items = sample_items(value, 1)
                 big[name] = {"type": type(value).__name__, "length": access.length(value),
                              "item_type": type(items[0]).__name__ if items else None,
                              "bytes": int(container_footprint(value).bytes)}
+            elif access.container_base(value) not in (tuple, frozenset) and len(small) < 8:
+                # Small here, but each worker fills its own copy (a cache in __getitem__).
+                small[name] = {"type": type(value).__name__, "length": access.length(value)}
         workers = attrs.get("num_workers")
         self.record(HolderSample(f"{path} (DataLoader)", "dataloader", type(dataset).__name__,
                                  int(workers) if type(workers) is int else 0,
                                  detail={"dataset": type(dataset).__name__,
                                          "num_workers": workers,
                                          "persistent_workers": attrs.get("persistent_workers"),
-                                         "big_attributes": big}))
+                                         "big_attributes": big,
+                                         "small_containers": small}))
         if dataset is not None:
             self.enqueue(dataset, f"{path}.dataset", depth + 1, None,
                          self._route(path, ("attr", "dataset")))

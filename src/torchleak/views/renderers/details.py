@@ -128,11 +128,21 @@ def signal_last(signal: Signal, steps: int) -> str:
     return text
 
 
+FLAT_BYTES_PER_STEP = 1024.0  # a healthy memory signal's slope below this reads "flat"
+
+
 def signal_rate(signal: Signal) -> str:
     if signal.slope_per_step is None:
         return "not judged" if signal.verdict == "not judged" else "-"
+    if signal.verdict == "plateau":
+        return "levels off"
+    if signal.verdict == "healthy":
+        # A slope a finding may quote as its measured rate is shown, not called flat.
+        if signal.unit == "bytes" and abs(signal.slope_per_step) >= FLAT_BYTES_PER_STEP:
+            return f"{format_rate(signal.slope_per_step, signal.unit)} (below threshold)"
+        return "flat"
     if signal.verdict != "growing":
-        return "flat" if signal.verdict in ("healthy", "plateau") else signal.verdict
+        return signal.verdict
     return format_rate(signal.slope_per_step, signal.unit)
 
 
