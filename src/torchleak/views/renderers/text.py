@@ -89,8 +89,10 @@ def _rank_table(report: Report) -> str:
 
 
 def _breakdown_table(report: Report) -> str:
-    rows = [[r["category"], r["first"], r["last"], r["rate"]] for r in breakdown_rows(report)]
-    return format_table(["category", "first", "last", "per step"], rows).rstrip("\n")
+    rows = [[r["category"], r["first"], r["last"], r["rate"], r["meaning"]]
+            for r in breakdown_rows(report)]
+    return format_table(["category", "first", "last", "per step", "what it is"],
+                        rows).rstrip("\n")
 
 
 def _holder_table(report: Report) -> str:
