@@ -124,3 +124,50 @@ def test_a_cache_each_worker_fills_is_named_with_its_own_advice(tmp_path: Path) 
     assert finding["pattern"] == "unbounded-cache" and "`cache`" in finding["fix"], finding
     # 16 items of 4 KiB a step, shared between two workers.
     assert 32 * 1024 <= finding["bytes_per_step"] <= 128 * 1024, finding
+
+
+LEVELS_OFF = """
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, Dataset
+
+
+    class TokenDataset(Dataset):
+        def __init__(self, n):
+            self.samples = [(i * 7919 % 100_003, float(i)) for i in range(n)]
+
+        def __len__(self):
+            return len(self.samples)
+
+        def __getitem__(self, index):
+            token, weight = self.samples[index]
+            return torch.full((8,), weight / 1e6), token % 2
+
+
+    def main():
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        loader = DataLoader(TokenDataset(300_000), batch_size=1024, shuffle=True,
+                            num_workers=2, persistent_workers=True)
+        model = torch.nn.Linear(8, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(3):  # every page is copied in the first epoch: then flat
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def test_workers_that_copied_the_dataset_and_levelled_off_are_named(tmp_path: Path) -> None:
+    proc, report = run_cli(tmp_path, LEVELS_OFF, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert report is not None and report["verdict"] == "leak", (proc.stderr, report)
+    finding = next(f for f in report["findings"] if f["kind"] == "worker_memory")
+    assert "TokenDataset.samples" in finding["culprit"], finding
+    assert finding["pattern"] == "worker-copy-on-read", finding

@@ -148,12 +148,14 @@ def copy_on_read(data: RunData, series: Series) -> Trend | None:
     pts = list(zip(series.x, series.y))
     if not bound or len(pts) < 3:
         return None
-    growth = pts[-1][1] - min(y for _, y in pts)
+    # The end: the median of the last three sweeps (one may catch a worker as it exits).
+    end = sorted(y for _, y in pts[-3:])[1]
+    growth = end - min(y for _, y in pts)
     if growth < max(MIN_MEMORY_GROWTH[S.WORKERS_USS], COPY_SHARE * bound) or (
-            pts[-1][1] < KEPT_SHARE * max(y for _, y in pts)):
+            end < KEPT_SHARE * max(y for _, y in pts)):
         return None
     span = max(1.0, pts[-1][0] - pts[0][0])
-    return Trend("growing", growth / span, 0.0, pts[0][1], pts[-1][1], pts[0][0], pts[-1][0],
+    return Trend("growing", growth / span, 0.0, pts[0][1], end, pts[0][0], pts[-1][0],
                  reason=f"grew {format_bytes(growth)} since the workers started; each can "
                         f"copy {format_bytes(dataset_bytes)} of Python objects ({workers} "
                         f"workers: {format_bytes(bound)})")
