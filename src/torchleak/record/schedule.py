@@ -118,8 +118,9 @@ class Scheduler:
     early_by_probe: dict[str, float] = field(default_factory=dict)
 
     def ran(self, probe: str, step: int, seconds: float) -> None:
+        cheap = self.costs[probe].expected <= DOUBLING_CENSUS_CAP_SECONDS
         fixed = self.fixed_cost(probe, step) or (
-            probe == "census" and step in ANCHOR_STEPS and self.costs[probe].expected <= DOUBLING_CENSUS_CAP_SECONDS)
+            probe == "census" and step in ANCHOR_STEPS and cheap)
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
         if fixed:
