@@ -235,6 +235,9 @@ def test_small_float_history_is_at_most_a_note(healthy_run: Recorded) -> None:
     for finding in healthy_run.report.findings:
         assert finding.severity == "low", healthy_run.explain()
         assert "val_history" in finding.culprit, healthy_run.explain()
+    # The headline never calls flat what a finding says grows.
+    flat = "flat" in healthy_run.report.reason
+    assert flat == (not healthy_run.report.findings), healthy_run.report.reason
 
 
 # The scenarios really have the shape they claim (a healthy verdict on a loop that never

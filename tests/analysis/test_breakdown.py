@@ -166,6 +166,20 @@ def test_a_freed_graph_does_not_hide_the_saved_tensors_of_a_kept_one() -> None:
     assert sum(stats.saved.values()) >= 4 * 512 * 4  # the kept graph's ReLU output
 
 
+def test_a_saved_weight_changed_in_place_does_not_hide_the_rest_of_the_graph() -> None:
+    from torchleak.record.probes.graph import walk_graph
+
+    model = nn.Sequential(nn.Linear(8, 512), nn.Tanh(), nn.Linear(512, 512), nn.Tanh(),
+                          nn.Linear(512, 1))
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    kept = model(torch.randn(4, 8))  # kept with its graph
+    model(torch.randn(4, 8)).sum().backward()
+    opt.step()  # the weights kept's graph saved change in place: unpacking them refuses
+    stats = walk_graph([kept.grad_fn], 1000)
+    # Both Tanh outputs (the next Linear's saved input too) count, the deeper one as well.
+    assert sum(stats.saved.values()) >= 2 * 4 * 512 * 4, stats.saved
+
+
 # The split and the choice of category, on made-up figures -------------------------------
 
 def test_host_split_sums_to_the_total_and_keeps_negative_slack() -> None:

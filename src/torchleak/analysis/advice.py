@@ -52,7 +52,7 @@ _ADVICE: dict[str, Advice] = {
         "`add_param_group`), and the optimizer keeps gradients and state for each: create "
         "them once before training, or remove the ones no longer used from the model and "
         "from the optimizer (`del` the submodule, a new optimizer over "
-        "`model.parameters()`); never `.clear()` an optimizer's `{name}`",
+        "`model.parameters()`); never `.clear()` an optimizer's `state` or `param_groups`",
         pattern("growing-model")),
     THREAD_ADVICE: Advice(
         "the thread keeps `{name}` until a condition that may never come: flush it on a timer "
@@ -78,8 +78,7 @@ _ADVICE: dict[str, Advice] = {
         pattern("figures-not-closed")),
     K.WORKER_MEMORY: Advice(
         "store the dataset's Python objects in numpy/Arrow arrays, tensors or one bytes "
-        "buffer (reference-count writes un-share forked pages of Python lists and dicts), "
-        "or turn persistent_workers off so workers restart each epoch",
+        "buffer (reference-count writes un-share forked pages of Python lists and dicts)",
         pattern("worker-copy-on-read")),
     WORKER_STATE_ADVICE: Advice(
         "a Dataset container that `__getitem__` fills (here maybe `{name}`) grows in each "

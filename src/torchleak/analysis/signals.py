@@ -164,7 +164,7 @@ def copy_on_read(data: RunData, series: Series) -> Trend | None:
 def worker_finding(data: RunData, trend: Trend) -> Finding:
     advice = advice_for(K.WORKER_MEMORY)
     loaders = [h for h in data.holders.values() if h.kind == "dataloader"]
-    where = ""
+    where, fix = "", ""
     if loaders:
         detail = loaders[-1].detail
         big = detail.get("big_attributes") or {}
@@ -185,9 +185,10 @@ def worker_finding(data: RunData, trend: Trend) -> Finding:
             where = f" - {dataset}"
         if detail.get("persistent_workers"):
             where += "; persistent_workers=True keeps it across epochs"
+            fix = advice.fix + ", or turn persistent_workers off so workers restart each epoch"
     sev = Severity.HIGH if trend.slope >= HIGH_BYTES_PER_STEP else Severity.MEDIUM
     return Finding(kind=K.WORKER_MEMORY, culprit=f"DataLoader workers{where}", severity=sev.value,
-                   fix=advice.fix, pattern=advice.pattern.anchor,
+                   fix=fix or advice.fix, pattern=advice.pattern.anchor,
                    pattern_title=advice.pattern.title, signal=S.WORKERS_USS,
                    evidence=[f"summed worker USS {format_bytes(trend.start)} -> "
                              f"{format_bytes(trend.end)} ({trend.reason})"])

@@ -67,6 +67,9 @@ def _decide(report: Report, data: RunData) -> None:
         if data.steps == 0:
             report.reason += (" (no optimizer.step() was seen: call torchleak.watch().step() "
                               "in loops without a torch.optim optimizer)")
+    elif report.findings:
+        # Small growth is reported (low severity), so "flat" would contradict it.
+        report.reason = "nothing grows enough to be a leak after warm-up"
     else:
         report.reason = "memory and holders are flat after warm-up"
 

@@ -76,7 +76,7 @@ CREATE TABLE IF NOT EXISTS census (
     tensor_bytes    INTEGER,           -- their storages, each counted once
     grad_fn_tensors INTEGER,           -- tensors holding a grad_fn
     graph_nodes     INTEGER,           -- autograd nodes reachable from live tensors
-    graph_bytes     INTEGER,           -- saved tensors reachable through those nodes
+    graph_bytes     INTEGER,           -- storages those graphs saved (parameters excepted)
     gc_objects      INTEGER
 );
 CREATE TABLE IF NOT EXISTS census_tensors (

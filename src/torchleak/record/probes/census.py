@@ -67,7 +67,7 @@ def _census(with_types: bool) -> CensusResult:
     result.tensor_bytes = sum(storages.values())
     graph = walk_graph(roots, _GRAPH_CAP, _GRAPH_SECONDS)
     result.graph_nodes = graph.nodes
-    result.graph_bytes = sum(b for ptr, b in graph.saved.items() if ptr not in storages)
+    result.graph_bytes = sum(graph.saved.values())  # what live graphs saved, wrapped or not
     result.categories = tensor_roles(tensors, optimizers, graph.saved).totals(graph.saved,
                                                                         graph.saved_cuda)
     result.top_types = [(f"{t.__module__}.{t.__qualname__}", n)

@@ -76,8 +76,11 @@ def _add_saved(node: Any, name: str, stats: GraphStats) -> bool:
     """Add one saved value's storages; False when backward() has freed them."""
     try:
         value = getattr(node, name)
-    except Exception:  # noqa: BLE001 - freed after backward ("graph a second time")
-        return False
+    except Exception as err:  # noqa: BLE001
+        # Freed by backward() ("graph a second time ... already been freed"): so is the
+        # rest of that graph. Any other refusal (a saved parameter changed in place by
+        # optimizer.step() since) is this value's alone: the node's others still count.
+        return "freed" not in str(err)
     for v in value if isinstance(value, tuple) else (value,):
         if not isinstance(v, torch.Tensor) or (v.is_leaf and v.requires_grad):
             continue
