@@ -38,3 +38,13 @@ def test_a_growing_state_grows_at_the_rate_of_what_is_added() -> None:
     before = container_footprint(_state(4, 20)).tensor_bytes
     after = container_footprint(_state(4, 40)).tensor_bytes
     assert 0.8 * 20 * LARGE <= after - before <= 1.2 * 20 * LARGE, after - before
+
+
+def test_a_dict_counts_the_keys_made_for_its_entries_not_objects_held_elsewhere() -> None:
+    history = {f"step_{i}_loss": float(i) for i in range(1000)}
+    params = [torch.nn.Parameter(torch.zeros(1)) for _ in range(1000)]
+    state = {p: float(i) for i, p in enumerate(params)}  # keyed by objects held elsewhere
+    with_keys = container_footprint(history).bytes / 1000
+    without = container_footprint(state).bytes / 1000
+    assert with_keys - without >= 45, (with_keys, without)  # the string keys' own bytes
+    assert without < 24 + 60, without  # a float and the dict's slot, no Parameter

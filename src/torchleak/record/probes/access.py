@@ -61,12 +61,18 @@ def values(obj: Any) -> Iterator[Any]:
     return base.__iter__(obj)  # type: ignore[no-any-return, attr-defined]
 
 
-def newest_values(obj: Any) -> Iterator[Any] | None:
+def dict_pairs(obj: Any) -> Iterator[tuple[Any, Any]]:
+    """A dict's (key, value) pairs through the builtin's own iterator."""
+    return iter(dict.items(obj))
+
+
+def newest_values(obj: Any, pairs: bool = False) -> Iterator[Any] | None:
     """A dict's or deque's elements newest first (their builtin reverse iterator starts at
-    the end at no cost); None for a container with no order (a set)."""
+    the end at no cost; a dict's (key, value) pairs with ``pairs``); None for a container
+    with no order (a set)."""
     base = container_base(obj)
     if base is dict:
-        return reversed(dict.values(obj))
+        return reversed(dict.items(obj)) if pairs else reversed(dict.values(obj))
     if base is _DEQUE:
         return _DEQUE.__reversed__(obj)
     return None

@@ -97,8 +97,9 @@ def element_footprint(obj: Any, depth: int = 2, graphs: bool = True) -> Footprin
     return container_footprint(obj, depth - 1)
 
 
-def sample_items(obj: Any, n: int = _SAMPLE) -> list[Any]:
-    """Up to n elements spread over the container, without copying it."""
+def sample_items(obj: Any, n: int = _SAMPLE, pairs: bool = False) -> list[Any]:
+    """Up to n elements spread over the container, without copying it (a dict's (key,
+    value) pairs with ``pairs``)."""
     size = access.length(obj)
     if size == 0:
         return []
@@ -110,30 +111,47 @@ def sample_items(obj: Any, n: int = _SAMPLE) -> list[Any]:
     # it (a C loop); a large one gives its first and newest elements, since what a leak
     # adds is at the end and is often not like what came first (an optimizer's state:
     # the model's own parameters first, then the ones added later).
+    keyed = pairs and base is dict
+    elements = access.dict_pairs(obj) if keyed else access.values(obj)
     try:
         if size <= _SPREAD_LIMIT:
-            return list(itertools.islice(access.values(obj), 0, None, max(1, size // n)))[:n]
-        newest = access.newest_values(obj)
-        first = list(itertools.islice(access.values(obj), n if newest is None else n // 2))
+            return list(itertools.islice(elements, 0, None, max(1, size // n)))[:n]
+        newest = access.newest_values(obj, keyed)
+        first = list(itertools.islice(elements, n if newest is None else n // 2))
         return first + ([] if newest is None else list(itertools.islice(newest, n - len(first))))
     except RuntimeError:  # changed size while read (another thread): no sample this time
         return []
 
 
+def key_bytes(key: Any) -> int:
+    """What a dict's key costs of its own: a string, number or tuple of them made for the
+    entry (``f"step_{i}"``, ``(epoch, i)``); keys that are objects held elsewhere (a
+    parameter keying an optimizer's state) count nothing."""
+    if type(key) in _SCALARS:
+        return access.sizeof(key)
+    if type(key) is tuple and all(type(k) in _SCALARS for k in key):
+        return access.sizeof(key) + sum(access.sizeof(k) for k in key)
+    return 0
+
+
 def container_footprint(obj: Any, depth: int = 2) -> Footprint:
     size = access.length(obj)
     total = Footprint(float(access.sizeof(obj)))
-    sample = sample_items(obj)
+    keyed = access.container_base(obj) is dict
+    sample = sample_items(obj, pairs=keyed)
     if not sample:
         return total
     per_item = Footprint()
     extras: list[float] = []  # what walked graphs retain beyond their tensor
     unwalked = 0
-    for i, item in enumerate(sample):
+    for i, entry in enumerate(sample):
+        key, item = entry if keyed else (None, entry)
         # Walking an item's autograd graph is the dear part: the last two sampled items
         # (the newest) stand for the others that carry a graph.
         walk = i >= len(sample) - _GRAPH_SAMPLES
         fp = element_footprint(item, depth, walk)
+        if keyed:
+            fp.bytes += key_bytes(key)
         if access.is_a(item, torch.Tensor) and item.grad_fn is not None:
             if walk:
                 extras.append(fp.bytes - tensor_footprint(item, graphs=False).bytes)
