@@ -78,7 +78,33 @@ def test_worker_copy_on_read_is_named(tmp_path: Path) -> None:
     assert finding["detected_at_step"] is not None and finding["detected_at_step"] <= 300
 
 
-CACHING = """
+# The training loop both scripts below share: LOADER and EPOCHS are filled in.
+LOOP = """
+
+    def main():
+        torch.manual_seed(0)
+        torch.set_num_threads(1)
+        loader = DataLoader(LOADER)
+        model = torch.nn.Linear(8, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        for epoch in range(EPOCHS):
+            for x, y in loader:
+                loss = F.cross_entropy(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+
+
+    if __name__ == "__main__":
+        main()
+"""
+
+
+def _script(dataset: str, loader: str, epochs: int) -> str:
+    return dataset + LOOP.replace("LOADER", loader).replace("EPOCHS", str(epochs))
+
+
+CACHING = _script("""
     import torch
     import torch.nn.functional as F
     from torch.utils.data import DataLoader, Dataset
@@ -94,24 +120,7 @@ CACHING = """
         def __getitem__(self, index):
             self.cache.append(torch.randn(1024))  # 4 KiB an item, kept by the worker
             return torch.randn(8), index % 2
-
-
-    def main():
-        torch.manual_seed(0)
-        torch.set_num_threads(1)
-        loader = DataLoader(CachingDataset(), batch_size=16, num_workers=2)
-        model = torch.nn.Linear(8, 2)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        for x, y in loader:
-            loss = F.cross_entropy(model(x), y)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-
-
-    if __name__ == "__main__":
-        main()
-"""
+""", "CachingDataset(), batch_size=16, num_workers=2", 1)
 
 
 def test_a_cache_each_worker_fills_is_named_with_its_own_advice(tmp_path: Path) -> None:
@@ -126,7 +135,8 @@ def test_a_cache_each_worker_fills_is_named_with_its_own_advice(tmp_path: Path) 
     assert 32 * 1024 <= finding["bytes_per_step"] <= 128 * 1024, finding
 
 
-LEVELS_OFF = """
+# Every page is copied in the first epoch: then the workers' memory is flat.
+LEVELS_OFF = _script("""
     import torch
     import torch.nn.functional as F
     from torch.utils.data import DataLoader, Dataset
@@ -142,26 +152,8 @@ LEVELS_OFF = """
         def __getitem__(self, index):
             token, weight = self.samples[index]
             return torch.full((8,), weight / 1e6), token % 2
-
-
-    def main():
-        torch.manual_seed(0)
-        torch.set_num_threads(1)
-        loader = DataLoader(TokenDataset(300_000), batch_size=1024, shuffle=True,
-                            num_workers=2, persistent_workers=True)
-        model = torch.nn.Linear(8, 2)
-        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-        for epoch in range(3):  # every page is copied in the first epoch: then flat
-            for x, y in loader:
-                loss = F.cross_entropy(model(x), y)
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-
-
-    if __name__ == "__main__":
-        main()
-"""
+""", "TokenDataset(300_000), batch_size=1024, shuffle=True, num_workers=2, "
+    "persistent_workers=True", 3)
 
 
 def test_workers_that_copied_the_dataset_and_levelled_off_are_named(tmp_path: Path) -> None:
