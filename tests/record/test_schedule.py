@@ -71,8 +71,12 @@ def test_a_boundary_is_ready_only_when_one_probe_has_both_its_time_and_its_step(
     scheduler.ran("quick", 100, 0.0001)  # its budget allows it now, its gap does not
     scheduler.ran("holders", 100, 0.5)  # neither
     scheduler.step_seconds = 0.0001  # a fast loop: the quick re-measure is spread out
-    scheduler.plan(quick=True, step=120)
-    assert 120 >= scheduler.next_step and 40.0 >= scheduler.next_due  # the loose test passes
-    assert not scheduler.ready(120, now=40.0)
+    scheduler.plan(quick=True, step=120, now=40.0)
+    # The quick re-measure's time has come, not its step; the census's step has come (110),
+    # not its time (50 s): the boundary compares with the first of each.
     quick_step = max(first for _, first in scheduler.gates)
+    assert scheduler.next_step == quick_step and scheduler.next_due == 50.0
+    assert not scheduler.ready(120, now=40.0)
     assert scheduler.ready(quick_step, now=40.0)
+    assert scheduler.ready(120, now=50.0)  # the census's budget allows it from 50 s
+    assert not scheduler.ready(105, now=50.0)  # but not before its gap from step 100

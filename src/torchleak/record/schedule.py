@@ -49,6 +49,7 @@ ANCHOR_CAP_FRACTION = 0.03
 # dearer than this (a heap of millions of objects) waits for the budget instead.
 DOUBLING_CENSUS_CAP_SECONDS = 0.15
 QUICK_STEP_SHARE = 0.03
+_NEVER = 2**62  # a step no run reaches
 
 
 @dataclass
@@ -111,8 +112,9 @@ class Scheduler:
             return "anchor" if fits else None
         return "schedule" if cost.spent + cost.expected <= allowance else None
 
-    next_due: float = 0.0  # perf_counter time before which no probe's budget allows a run
-    next_step: int = 0  # the step before which every probe's minimum gap forbids a run
+    # A boundary checks the probes when it reaches next_step or next_due (see _split).
+    next_due: float = 0.0
+    next_step: int = 0
 
     early_spent: float = 0.0  # time of the anchors run outside the budget
     early_by_probe: dict[str, float] = field(default_factory=dict)
@@ -139,22 +141,32 @@ class Scheduler:
     def early_of(self, probe: str) -> float:
         return self.early_by_probe.get(probe, 0.0)
 
-    def plan(self, quick: bool, step: int) -> None:
+    def plan(self, quick: bool, step: int, now: float | None = None) -> None:
         """When the budget next allows any probe, and from which step its gap does (quick
         only when there are suspects): most boundaries then cost two comparisons."""
         probes = [p for p in self.costs if quick or p != "quick"]
         self.gates = [(self.started + (self.costs[p].spent - self.early_of(p)
                                        + self.costs[p].expected) / (self.budget * self.share[p]),
                        self.last_step.get(p, -10**9) + self._gap(p, step)) for p in probes]
-        self.next_due = min(due for due, _ in self.gates)
-        self.next_step = min(first for _, first in self.gates)
+        self._split(time.perf_counter() if now is None else now)
 
     gates: list[tuple[float, int]] = field(default_factory=list)  # per probe: (time, step)
 
+    def _split(self, now: float) -> None:
+        """The two numbers a boundary compares with (either passed opens the gate): the
+        first step of the probes whose time has come, the first time of the others. A
+        probe can only run once one of them is passed, so most boundaries stop there."""
+        self.next_step = min((first for due, first in self.gates if due <= now),
+                             default=_NEVER)
+        self.next_due = min((due for due, _ in self.gates if due > now), default=math.inf)
+
     def ready(self, step: int, now: float) -> bool:
-        """Whether some probe's budget and gap both allow it now: past the two-comparison
-        test (one probe's time, another's step), most boundaries stop here."""
-        return not self.gates or any(now >= due and step >= first for due, first in self.gates)
+        """Whether some probe's budget and gap both allow it now; if none, the gate is
+        narrowed for the boundaries that follow."""
+        if not self.gates or any(now >= due and step >= first for due, first in self.gates):
+            return True
+        self._split(now)
+        return False
 
     step_seconds: float = 0.0  # the latest step's wall time, set at each boundary
 

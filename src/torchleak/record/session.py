@@ -290,11 +290,11 @@ class Recorder:
             self._safely("cuda", lambda: self._add_rows("cuda_samples", self._cuda.sample(step)))
             if self.cuda_history.due(step):
                 self._safely("cuda_history", self.save_cuda_history)
-        # Two comparisons on most steps: the scheduler knows when (time and step) anything
-        # can next run.
+        # Two comparisons on most steps: the scheduler knows from which step, or from
+        # which time, anything can next run.
         if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
-                                         or (start >= self.scheduler.next_due
-                                             and step >= self.scheduler.next_step
+                                         or ((step >= self.scheduler.next_step
+                                              or start >= self.scheduler.next_due)
                                              and self.scheduler.ready(step, start))
                                          or (self._hunt_left and step >= self._hunt_next)):
             self._expensive_probes(step, frame, start)
