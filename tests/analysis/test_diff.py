@@ -18,10 +18,12 @@ from torchleak.views.diff import summary_line
 @pytest.fixture(scope="module")
 def twins(tmp_path_factory: pytest.TempPathFactory) -> tuple[Recorded, Recorded]:
     folder = tmp_path_factory.mktemp("twins")
-    # Logits of 128 KiB a step kept, and the fixed twin (longer: lengths may differ).
-    leaky = record_loop(lambda: train_keeping_logits(240, 2048), folder, "leaky", "train.py")
+    # Logits of 128 KiB a step kept, and the fixed twin (longer: lengths may differ). Both
+    # run in this process, on one heap: the fixed twin first, so that memory the leaky run
+    # freed and the allocator kept cannot raise the fixed twin's peak.
     fixed = record_loop(lambda: train_keeping_logits(300, 2048, keep=False), folder, "fixed",
                         "train.py")
+    leaky = record_loop(lambda: train_keeping_logits(240, 2048), folder, "leaky", "train.py")
     return leaky, fixed
 
 
