@@ -9,9 +9,8 @@ the steps between its runs: 45% of the budget each; the full census
 (~50-250 ms) gets 10% beyond its anchors.
 Anchors run regardless of the budget (within a cap): an early step (after the
 optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
-The holder walk's later anchors (cheap) always run; a later census anchor runs outside
-the budget when one census is cheap (an ordinary heap: tens of ms), so even a short run's
-category breakdown has points across it, and otherwise must fit the budget.
+The holder walk's later anchors (cheap) always run; a later census anchor must fit the
+budget (see DOUBLING_CENSUS_CAP_SECONDS).
 """
 
 from __future__ import annotations
