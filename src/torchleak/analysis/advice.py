@@ -82,9 +82,9 @@ _ADVICE: dict[str, Advice] = {
         pattern("worker-copy-on-read")),
     WORKER_STATE_ADVICE: Advice(
         "a Dataset container that `__getitem__` fills (here maybe `{name}`) grows in each "
-        "DataLoader worker's own copy for as long as the worker lives: bound it (`functools.lru_cache(maxsize=N)`, "
-        "`collections.deque(maxlen=N)`), build it once before the DataLoader starts, or "
-        "drop it",
+        "DataLoader worker's own copy for as long as the worker lives: bound it "
+        "(`functools.lru_cache(maxsize=N)`, `collections.deque(maxlen=N)`), build it once "
+        "before the DataLoader starts, or drop it",
         pattern("unbounded-cache")),
     K.FRAGMENTATION: Advice(
         "set `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` and bucket variable "

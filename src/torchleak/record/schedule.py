@@ -10,7 +10,8 @@ the steps between its runs: 45% of the budget each; the full census
 Anchors run regardless of the budget (within a cap): an early step (after the
 optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
 The holder walk's later anchors (cheap) always run; a later census anchor must fit the
-budget (see DOUBLING_CENSUS_CAP_SECONDS).
+budget (outside it, each census's transient scan left free heap that a short run's leak
+then filled without raising USS).
 """
 
 from __future__ import annotations
@@ -44,9 +45,6 @@ SAMPLES_PER_SERIES = 400
 EARLY_ANCHOR_LIMIT = 50  # anchors up to here always run (within the cap below)
 ANCHOR_CAP_SECONDS = 0.3
 ANCHOR_CAP_FRACTION = 0.03
-# A census at each doubling of the step count costs log2(steps / 50) censuses in all; one
-# dearer than this (a heap of millions of objects) waits for the budget instead.
-DOUBLING_CENSUS_CAP_SECONDS = 0.0  # off: their transient scan perturbed short runs' heaps
 QUICK_STEP_SHARE = 0.03
 _NEVER = 2**62  # a step no run reaches
 
@@ -102,8 +100,6 @@ class Scheduler:
             # not be walked again before it ends. Both are a fixed cost, outside the budget.
             cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
             return "anchor" if cost.expected <= cap else None
-        if anchor and cost.expected <= DOUBLING_CENSUS_CAP_SECONDS:
-            return "anchor"  # a fixed cost: see ran()
         if anchor:
             # Later anchors go before scheduled runs but stay within the whole budget
             # (early anchors are the budget's fixed start-up cost and not charged here).
@@ -115,24 +111,20 @@ class Scheduler:
     next_due: float = 0.0
     next_step: int = 0
 
-    early_spent: float = 0.0  # time of the anchors run outside the budget
+    early_spent: float = 0.0  # time of the anchors run outside the budget (fixed_cost)
     early_by_probe: dict[str, float] = field(default_factory=dict)
 
     def ran(self, probe: str, step: int, seconds: float) -> None:
-        cheap = self.costs[probe].expected <= DOUBLING_CENSUS_CAP_SECONDS
-        fixed = self.fixed_cost(probe, step) or (
-            probe == "census" and step in ANCHOR_STEPS and cheap)
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
-        if fixed:
+        if self.fixed_cost(probe, step):
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
 
     @staticmethod
     def fixed_cost(probe: str, step: int) -> bool:
-        """Runs outside the budget whatever they cost: the start-up anchors, and the holder
-        walk's anchors (log-spaced: their count, not the run's length, sets their cost).
-        A later census anchor is outside it too when it was cheap enough to run as one."""
+        """Runs outside the budget: the start-up anchors, and the holder walk's anchors
+        (log-spaced: their count, not the run's length, sets their cost)."""
         if probe == "holders":
             return step in HOLDER_ANCHORS or step in ANCHOR_STEPS
         return step <= EARLY_ANCHOR_LIMIT and (step in ANCHOR_STEPS or step in HOLDER_ANCHORS)
@@ -167,7 +159,7 @@ class Scheduler:
         self._split(now)
         return False
 
-    step_seconds: float = 0.0  # the latest step's wall time, set at each boundary
+    step_seconds: float = 0.0  # the latest step's wall time, set before probes are planned
 
     def _gap(self, probe: str, step: int) -> int:
         """Steps between two runs of ``probe``: its minimum, wider on long runs, and for

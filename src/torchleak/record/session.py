@@ -281,7 +281,6 @@ class Recorder:
     def _measure(self, frame: FrameType | None) -> None:
         start = time.perf_counter()
         duration_ms = (start - self._last_boundary) * 1000.0
-        self.scheduler.step_seconds = duration_ms / 1000.0
         self.step += 1
         step = self.step
         rss, uss = self._main.read()
@@ -308,6 +307,8 @@ class Recorder:
         self._last_boundary = end
 
     def _expensive_probes(self, step: int, frame: FrameType | None, start: float) -> None:
+        # The quick re-measure's gap depends on the step's time (only read from here on).
+        self.scheduler.step_seconds = start - self._last_boundary
         if "holders" not in self._disabled:
             reason = "phase" if self._phase_changed else (
                 "hunt" if self._hunt_left and step >= self._hunt_next

@@ -15,14 +15,13 @@ out.
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Container, Iterable, Mapping
 from typing import Any
 
 import torch
 
 from torchleak.record.probes.access import attribute, dict_items, is_a
 
-ROLES = ("parameters", "gradients", "optimizer_state", "autograd_saved", "other_tensors")
 _TENSOR_BASE: Any = getattr(torch._C, "TensorBase", None) or getattr(torch._C, "_TensorBase")
 _GRAD = _TENSOR_BASE.__dict__["grad"]
 
@@ -30,8 +29,9 @@ _GRAD = _TENSOR_BASE.__dict__["grad"]
 class StorageRoles:
     """Storage pointer -> (bytes, device kind, role), first claim wins."""
 
-    def __init__(self, saved: Container[int] = ()) -> None:
-        self.saved = saved  # storages live graphs saved for backward
+    def __init__(self, saved: Mapping[int, int], saved_cuda: Container[int]) -> None:
+        self.saved = saved  # storage ptr -> bytes of what live graphs saved for backward
+        self.saved_cuda = saved_cuda  # those of them on a CUDA device
         self.bytes: dict[int, int] = {}
         self.role: dict[int, str] = {}
         self.cuda: set[int] = set()
@@ -55,16 +55,16 @@ class StorageRoles:
         if device == "cuda":
             self.cuda.add(ptr)
 
-    def totals(self, saved: dict[int, int], saved_cuda: set[int]) -> dict[str, int]:
+    def totals(self) -> dict[str, int]:
         """Bytes per category; graph-saved storages no Python tensor holds are
-        ``autograd_saved``."""
+        ``autograd_saved`` too."""
         found: dict[str, int] = {}
         for ptr, role in self.role.items():
             name = f"cuda_{role}" if ptr in self.cuda else role
             found[name] = found.get(name, 0) + self.bytes[ptr]
-        for ptr, nbytes in saved.items():
+        for ptr, nbytes in self.saved.items():
             if ptr not in self.role and ptr not in self.skipped:
-                name = "cuda_autograd_saved" if ptr in saved_cuda else "autograd_saved"
+                name = "cuda_autograd_saved" if ptr in self.saved_cuda else "autograd_saved"
                 found[name] = found.get(name, 0) + nbytes
         return found
 
@@ -81,11 +81,11 @@ def subclasses(cls: type) -> set[type]:
     return found
 
 
-def tensor_roles(tensors: list[Any], optimizers: Iterable[Any],
-                 saved: Container[int] = ()) -> StorageRoles:
+def tensor_roles(tensors: list[Any], optimizers: Iterable[Any], saved: Mapping[int, int],
+                 saved_cuda: Container[int]) -> StorageRoles:
     """Classify the census's tensors (and the gradients/state no Python object wraps);
-    ``saved``: the storages the live graphs saved."""
-    roles = StorageRoles(saved)
+    ``saved``: the storages the live graphs saved, ``saved_cuda`` those on a GPU."""
+    roles = StorageRoles(saved, saved_cuda)
     params = [t for t in tensors if is_a(t, torch.nn.Parameter)]
     for p in params:
         roles.claim(p, "parameters")

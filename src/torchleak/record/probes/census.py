@@ -68,8 +68,8 @@ def _census(with_types: bool) -> CensusResult:
     graph = walk_graph(roots, _GRAPH_CAP, _GRAPH_SECONDS)
     result.graph_nodes = graph.nodes
     result.graph_bytes = sum(graph.saved.values())  # what live graphs saved, wrapped or not
-    result.categories = tensor_roles(tensors, optimizers, graph.saved).totals(graph.saved,
-                                                                        graph.saved_cuda)
+    result.categories = tensor_roles(tensors, optimizers, graph.saved,
+                                     graph.saved_cuda).totals()
     result.top_types = [(f"{t.__module__}.{t.__qualname__}", n)
                         for t, n in type_counts.most_common(_TOP_TYPES)]
     return result

@@ -479,14 +479,15 @@ class Walk:
         dataset = attrs.get("dataset")
         big, small = {}, {}
         for name, value in own_attributes(dataset).items() if dataset is not None else ():
-            if access.container_base(value) is None:
+            base = access.container_base(value)
+            if base is None:
                 continue
             if access.length(value) >= _BIG_DATASET_ATTR:
                 items = sample_items(value, 1)
                 big[name] = {"type": type(value).__name__, "length": access.length(value),
                              "item_type": type(items[0]).__name__ if items else None,
                              "bytes": int(container_footprint(value).bytes)}
-            elif access.container_base(value) not in (tuple, frozenset) and len(small) < 8:
+            elif base not in (tuple, frozenset) and len(small) < 8:
                 # Small here, but each worker fills its own copy (a cache in __getitem__).
                 small[name] = {"type": type(value).__name__, "length": access.length(value)}
         workers = attrs.get("num_workers")
