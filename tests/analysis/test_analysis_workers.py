@@ -7,6 +7,7 @@ per-worker USS sees it. A real ``torchleak run`` in a subprocess: slow and memor
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from harness import run_cli
@@ -104,6 +105,14 @@ def _script(dataset: str, loader: str, epochs: int) -> str:
     return dataset + LOOP.replace("LOADER", loader).replace("EPOCHS", str(epochs))
 
 
+def _worker_leak(folder: Path, script: str) -> dict[str, Any]:
+    """Record ``script``: it must be a leak with a worker_memory finding, returned."""
+    proc, report = run_cli(folder, script, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert report is not None and report["verdict"] == "leak", (proc.stderr, report)
+    return next(f for f in report["findings"] if f["kind"] == "worker_memory")
+
+
 CACHING = _script("""
     import torch
     import torch.nn.functional as F
@@ -124,10 +133,7 @@ CACHING = _script("""
 
 
 def test_a_cache_each_worker_fills_is_named_with_its_own_advice(tmp_path: Path) -> None:
-    proc, report = run_cli(tmp_path, CACHING, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert report is not None and report["verdict"] == "leak", (proc.stderr, report)
-    finding = next(f for f in report["findings"] if f["kind"] == "worker_memory")
+    finding = _worker_leak(tmp_path, CACHING)
     assert "CachingDataset.cache" in finding["culprit"], finding
     assert "persistent_workers" not in finding["culprit"] + finding["fix"], finding
     assert finding["pattern"] == "unbounded-cache" and "`cache`" in finding["fix"], finding
@@ -157,9 +163,6 @@ LEVELS_OFF = _script("""
 
 
 def test_workers_that_copied_the_dataset_and_levelled_off_are_named(tmp_path: Path) -> None:
-    proc, report = run_cli(tmp_path, LEVELS_OFF, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert report is not None and report["verdict"] == "leak", (proc.stderr, report)
-    finding = next(f for f in report["findings"] if f["kind"] == "worker_memory")
+    finding = _worker_leak(tmp_path, LEVELS_OFF)
     assert "TokenDataset.samples" in finding["culprit"], finding
     assert finding["pattern"] == "worker-copy-on-read", finding
