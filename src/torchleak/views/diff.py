@@ -8,7 +8,7 @@ from typing import Any
 
 from torchleak.analysis.diff import CategoryChange, HolderChange, RunDiff, Side
 from torchleak.units import format_bytes, format_rate
-from torchleak.views.renderers.details import SIGNAL_NAMES, VERDICT_TITLES
+from torchleak.views.renderers.details import SIGNAL_NAMES, VERDICT_TITLES, step_cost
 from torchleak.views.tabular import format_table
 
 SHORT = {"main_uss": "main USS", "workers_uss": "workers USS",
@@ -68,12 +68,11 @@ def diff_text(diff: RunDiff) -> str:
 
 
 def _cost(overhead: dict[str, Any]) -> str:
-    """'0.021 ms per step (1.5% of a step)': the full sentence is in each run's report."""
+    """'0.0207 ms per step (1.5% of a step)': the full sentence is in each run's report."""
     ms, share = overhead.get("ms_per_step"), overhead.get("share")
     if ms is None or share is None:
         return "-"
-    return (f"{float(ms):.2g} ms per step ({100 * float(share):.2g}% of a step)"
-            + (", over budget" if overhead.get("over_budget") else ""))
+    return step_cost(ms, share) + ")" + (", over budget" if overhead.get("over_budget") else "")
 
 
 def _holder_lines(diff: RunDiff) -> list[str]:

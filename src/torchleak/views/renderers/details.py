@@ -178,13 +178,18 @@ def metadata_rows(report: Report) -> list[tuple[str, str]]:
     return rows
 
 
+def step_cost(ms_per_step: float, share: float) -> str:
+    """'0.0398 ms per step (3.1% of a step' (the caller closes the bracket): one format
+    wherever the figure is printed."""
+    return f"{float(ms_per_step):.3g} ms per step ({100 * float(share):.2g}% of a step"
+
+
 def overhead_text(overhead: dict[str, Any]) -> str:
     """torchleak's own cost in one line: time per step, the expensive probes against the
     budget, its own memory, and what was switched off."""
     if not overhead:
         return "-"
-    text = (f"{overhead.get('ms_per_step', 0):.3g} ms per step "
-            f"({100 * float(overhead.get('share', 0)):.2g}% of a step")
+    text = step_cost(overhead.get("ms_per_step", 0), overhead.get("share", 0))
     if overhead.get("run_share") is not None:
         text += f", {100 * float(overhead['run_share']):.2g}% of the run"
     text += ")"
