@@ -54,6 +54,9 @@ class Finding:
     category: str | None = None  # the memory category that grows (breakdown)
     evidence: list[str] = field(default_factory=list)
     oom: OomProjection | None = None
+    # Live only: why the finding is called (growth warm-up cannot produce); None while it
+    # is only suspected (analysis.confirm).
+    called: str | None = None
 
     @property
     def serious(self) -> bool:
@@ -148,10 +151,18 @@ class Report:
     breakdown_rates: dict[str, float] = field(default_factory=dict)  # bytes/step after warm-up
     ranks: list[dict[str, Any]] = field(default_factory=list)  # per rank, multi-rank runs
     source: str = "final"  # 'final' | 'live' | 'analysed now'
+    # What the live detector said: {"tier": none|suspected|called, "calls": [{"step",
+    # "culprit", "kept", "why"}]}, each call kept or withdrawn by this report.
+    live: dict[str, Any] | None = None
 
     @property
     def serious(self) -> list[Finding]:
         return [f for f in self.findings if f.serious]
+
+    @property
+    def called(self) -> list[Finding]:
+        """A live report's serious findings that are called, not only suspected."""
+        return [f for f in self.findings if f.serious and f.called]
 
     def signal(self, name: str) -> Signal | None:
         return next((s for s in self.signals if s.name == name), None)

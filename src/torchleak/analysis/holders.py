@@ -55,6 +55,8 @@ class HolderFinding:
     onset: float  # the first step of the growth window
     holder: HolderSeries
     steps_per_epoch: float = 0.0  # when the growth comes once per epoch
+    steps: Sequence[float] = ()  # the series the growth was judged on
+    values: Sequence[float] = ()
 
 
 def metrics(holder: HolderSeries, values: dict[str, list[float]]) -> list[Metric]:
@@ -155,7 +157,7 @@ def _judge(data: RunData, holder: HolderSeries, metric: Metric, all_steps: list[
             steps, values, min_growth=metric.min_growth, exact=True,
             warmup=lambda step: metric.warmup(int(step)))
     return HolderFinding(finding, trend.first_step, holder,
-                         steps_per_epoch if per_epoch else 0.0)
+                         steps_per_epoch if per_epoch else 0.0, steps, values)
 
 
 def _signal_of(holder: HolderSeries) -> str:

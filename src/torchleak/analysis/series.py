@@ -74,7 +74,13 @@ class HolderSeries:
     def add(self, step: float, length: float, nbytes: float, tensors: float, gfn: float,
             nodes: float) -> None:
         if self.steps and step == self.steps[-1]:
-            return  # a quick re-measure and a full walk at the same step: keep the first
+            # Two samples at one step (a quick re-measure and a walk, the last boundary and
+            # the end-of-run walk): the later one is what the holder holds now.
+            for values, value in ((self.length, length), (self.bytes, nbytes),
+                                  (self.tensors, tensors), (self.grad_fn_tensors, gfn),
+                                  (self.graph_nodes, nodes)):
+                values[-1] = value
+            return
         for values, value in ((self.steps, step), (self.length, length), (self.bytes, nbytes),
                               (self.tensors, tensors), (self.grad_fn_tensors, gfn),
                               (self.graph_nodes, nodes)):
@@ -119,11 +125,23 @@ class RunData:
     cuda_extra: dict[str, float] = field(default_factory=dict)  # retries, ooms, inactive split
 
     def epoch_ends(self) -> list[int]:
-        """Steps at which an epoch ended: 'epoch' marks, else validation ends."""
+        """Steps at which an epoch ended: 'epoch' marks, else validation ends, else the
+        steps at which the DataLoader iterated most often started again."""
         epochs = [s for s, name, _ in self.marks if name == "epoch"]
         if len(epochs) >= 2:
             return epochs
-        return [s for s, name, _ in self.marks if name == "validation_end"]
+        ends = [s for s, name, _ in self.marks if name == "validation_end"]
+        if ends:
+            return ends
+        loaders: dict[str | None, list[int]] = {}
+        for s, name, value in self.marks:
+            if name == "loader_epoch":
+                loaders.setdefault(value, []).append(s)
+        return max(loaders.values(), key=len, default=[])
+
+    def loader_started(self) -> bool:
+        """The training reads a DataLoader: its first epoch may end with a ``.clear()``."""
+        return any(name == "loader_begin" for _s, name, _v in self.marks)
 
     def current(self, signal: str) -> float:
         series = self.memory.get(signal)

@@ -74,9 +74,36 @@ def signal_findings(data: RunData, judged: dict[str, Judged],
         elif name in MIN_CENSUS_GROWTH:
             if not named:
                 found.append(_census_finding(name, j.trend))
-        elif name not in named_signals:
+        elif name not in named_signals and not _explained_by_bounded(data, j.trend):
             found.append(unnamed_finding(data, name, j))
     return found
+
+
+BOUNDED_SHARE = 0.5  # holders that stop by themselves and grew this share of a signal explain it
+
+
+def _explained_by_bounded(data: RunData, trend: Trend) -> bool:
+    growth = trend.slope * max(1.0, trend.last_step - trend.first_step)
+    return bounded_growth(data, trend.first_step) >= BOUNDED_SHARE * max(1.0, growth)
+
+
+def bounded_growth(data: RunData, since: float) -> float:
+    """Bytes gained since ``since`` by holders that stop by themselves: bounded by
+    construction (``deque(maxlen=…)``, ``lru_cache(maxsize=…)``) or emptied during the run
+    (a list cleared at the end of its epoch). Growth of the process they explain is a
+    bounded cost, not a leak."""
+    total = 0.0
+    for holder in data.holders.values():
+        lengths = list(holder.length)
+        bounded = holder.detail.get("maxlen") is not None or (
+            holder.kind == "cache" and holder.detail.get("maxsize") is not None)
+        emptied = bool(lengths) and lengths[-1] < 0.5 * max(lengths)
+        if not (bounded or emptied) or len(lengths) < 2:
+            continue
+        start = next((b for s, b in zip(holder.steps, holder.bytes) if s >= since),
+                     holder.bytes[0])
+        total += max(0.0, max(holder.bytes) - start)
+    return total
 
 
 def _steady(series: Series, trend: Trend) -> bool:

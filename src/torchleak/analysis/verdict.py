@@ -7,11 +7,14 @@ from typing import Any
 
 from torchleak.analysis.breakdown import assign_categories, breakdown_points
 from torchleak.analysis.charts import all_signals, holder_growth, holder_signals
-from torchleak.analysis.holders import holder_findings
+from torchleak.analysis.confirm import confirmation
+from torchleak.analysis.holders import HolderFinding, holder_findings
+from torchleak.analysis.live_calls import live_outcome
 from torchleak.analysis.oom import memory_limit
 from torchleak.analysis.rates import assign_rates
 from torchleak.analysis.series import RunData
-from torchleak.analysis.signals import MIN_CENSUS_GROWTH, MIN_MEMORY_GROWTH, judge_signals, signal_findings
+from torchleak.analysis.signals import (MIN_CENSUS_GROWTH, MIN_MEMORY_GROWTH, Judged,
+                                        judge_signals, signal_findings)
 from torchleak.analysis.thresholds import warmup_steps
 from torchleak.analysis.trend import first_growing_step
 from torchleak.report import Event, Finding, Mark, Report
@@ -25,14 +28,17 @@ _RUN_KEYS = ("name", "script", "argv", "status", "exit_code", "start_time", "end
              "world_size", "cuda_snapshot")
 
 
-def build_report(data: RunData, replay: bool = True) -> Report:
+def build_report(data: RunData, replay: bool = True, live: bool = False) -> Report:
     """``replay``: find each finding's detection step by replaying the online rule over
-    prefixes of its series (off for the live detector, which records first firings)."""
+    prefixes of its series (off for the live detector, which records first firings).
+    ``live``: mark each serious finding that is called, not only suspected (``confirm``)."""
     judged = judge_signals(data)
     holders = holder_findings(data, replay)
     named = [h.finding for h in holders]
     others = signal_findings(data, judged, named)
     assign_rates(data, judged, holders, others)
+    if live:
+        _confirm(data, judged, holders, others)
     if replay:
         for finding in others:
             finding.detected_at_step = _signal_detection(data, finding)
@@ -50,7 +56,22 @@ def build_report(data: RunData, replay: bool = True) -> Report:
                     breakdown=breakdown_points(data))
     report.breakdown_rates = assign_categories(report.findings, data, report.breakdown)
     _decide(report, data)
+    if not live:
+        report.live = live_outcome(data, report)
     return report
+
+
+def _confirm(data: RunData, judged: dict[str, Judged], holders: list[HolderFinding],
+             others: list[Finding]) -> None:
+    for holder in holders:
+        if holder.finding.serious:
+            holder.finding.called = confirmation(data, holder.finding, holder.steps,
+                                                 holder.values, holder.onset, exact=True)
+    for finding in others:
+        j = judged.get(finding.signal)
+        if finding.serious and j is not None:
+            finding.called = confirmation(data, finding, j.series.x, j.series.y,
+                                          j.trend.first_step, exact=False)
 
 
 def _decide(report: Report, data: RunData) -> None:

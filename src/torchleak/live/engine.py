@@ -181,6 +181,7 @@ class Monitor:
         self._control: ControlServer | None = None
         self._cancel_import_wait: Any = None
         self._policy = WarningPolicy()
+        self._hunted: set[str] = set()  # signals whose unexplained growth sent the walks
         self.safe_changes: list[Any] = []
         self._safe_stack = ExitStack()
         self._caps: Any = None
@@ -339,8 +340,9 @@ class Monitor:
         if self.recorder is not None and any(f.signal.startswith("cuda") for f in fired):
             # The allocator's own history from now on: saved at the guard or later.
             self.recorder.request(lambda frame: self.recorder.start_cuda_history())  # type: ignore[union-attr]
-        if self.recorder is not None and any(f.serious and f.kind in UNEXPLAINED
-                                             for f in fired):
+        unexplained = {f.signal for f in report.serious if f.kind in UNEXPLAINED}
+        if self.recorder is not None and unexplained - self._hunted:
+            self._hunted |= unexplained
             self.recorder.hunt()  # growth no holder explains: walk again to find who grows
         for finding in fired:
             for callback in leak_callbacks():
@@ -363,7 +365,7 @@ class Monitor:
         report = self._detector.latest if self._detector is not None else None
         if report is None:
             return None, None
-        for finding in report.serious:
+        for finding in report.called:
             if finding.oom is not None and finding.oom.seconds_to_oom is not None:
                 return finding.oom.seconds_to_oom, finding
         return None, None

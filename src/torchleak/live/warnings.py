@@ -19,14 +19,14 @@ class WarningPolicy:
 
     def warning(self, report: Report, fired: list[Finding], now: float) -> str | None:
         """The block to print now, or None."""
-        serious = report.serious
+        serious = report.called
         if not serious:
             return None
         top = serious[0]
         seconds = top.oom.seconds_to_oom if top.oom is not None else None
         holders = {f.holder_path or f.signal for f in serious}
         first = not self._printed
-        new_holder = bool(holders - self._holders) and any(f.serious for f in fired)
+        new_holder = bool(holders - self._holders) and any(f.called for f in fired)
         halved = (seconds is not None and self._seconds is not None
                   and seconds <= self._seconds / 2)
         while self._printed and now - self._printed[0] > 3600:

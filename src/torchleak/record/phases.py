@@ -8,6 +8,7 @@ We wrap ``nn.Module.train`` (which ``eval()`` calls): only the outermost call co
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -56,4 +57,51 @@ class ModeWatcher:
     def uninstall(self) -> None:
         if self._original is not None:
             torch.nn.Module.train = self._original  # type: ignore[method-assign]
+            self._original = None
+
+
+class LoaderWatcher:
+    """Epoch boundaries with no code changes: a DataLoader iterated again starts a new
+    epoch. We wrap ``DataLoader.__iter__`` (once per epoch, never per batch): the first
+    iteration of any loader marks ``loader_begin``, each later one of the same loader
+    ``loader_epoch`` (its value tells loaders apart). Loaders are remembered weakly."""
+
+    def __init__(self, on_mark: Callable[[str, str | None], None]) -> None:
+        self._on_mark = on_mark
+        self._original: Any = None
+        self._seen: weakref.WeakKeyDictionary[Any, int] = weakref.WeakKeyDictionary()
+        self._started = False
+
+    def install(self) -> None:
+        from torch.utils.data import DataLoader
+
+        original = DataLoader.__iter__
+        self._original = original
+        watcher = self
+
+        def __iter__(loader: Any) -> Any:
+            watcher._iterated(loader)
+            return original(loader)
+
+        __iter__.__wrapped__ = original  # type: ignore[attr-defined]
+        DataLoader.__iter__ = __iter__  # type: ignore[method-assign]
+
+    def _iterated(self, loader: Any) -> None:
+        try:
+            if not self._started:
+                self._started = True
+                self._on_mark("loader_begin", None)
+            index = self._seen.get(loader)
+            if index is None:
+                self._seen[loader] = len(self._seen)
+            else:
+                self._on_mark("loader_epoch", str(index))
+        except Exception:  # noqa: BLE001 - never raise into the user's code
+            pass
+
+    def uninstall(self) -> None:
+        if self._original is not None:
+            from torch.utils.data import DataLoader
+
+            DataLoader.__iter__ = self._original  # type: ignore[method-assign]
             self._original = None

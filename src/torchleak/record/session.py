@@ -76,6 +76,7 @@ class Recorder:
         self._cuda_live = False
         self.cuda_history: Any = None  # CudaHistory, once torch is in
         self._modes: Any = None
+        self._loaders: Any = None
         self._hook: Any = None
         self._disabled: set[str] = set()
         self._requests: collections.deque[Request] = collections.deque()
@@ -121,7 +122,7 @@ class Recorder:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
-        from torchleak.record.phases import ModeWatcher
+        from torchleak.record.phases import LoaderWatcher, ModeWatcher
         from torchleak.record.probes.cuda import CudaProbe
         from torchleak.record.probes.cuda_history import CudaHistory
         from torchleak.record.probes.holders import HolderWalker
@@ -132,6 +133,8 @@ class Recorder:
         self.cuda_history = CudaHistory(self.writer.path.parent)
         self._modes = ModeWatcher(self.mark)
         self._modes.install()
+        self._loaders = LoaderWatcher(self.mark)
+        self._loaders.install()
         is_compiling = torch.compiler.is_compiling
 
         def on_step(optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -152,6 +155,8 @@ class Recorder:
             self._hook = None
         if self._modes is not None:
             self._modes.uninstall()
+        if self._loaders is not None:
+            self._loaders.uninstall()
         self.sources.detach()
         self._sampler.stop()
         if self.step > 0 and self._walker is not None:
@@ -428,7 +433,7 @@ class Recorder:
     def mark(self, name: str, value: str | None = None) -> None:
         if self._in_child:
             return
-        if name == "epoch" or name.endswith("_end"):
+        if name in ("epoch", "loader_epoch") or name.endswith("_end"):
             self._phase_changed = True  # per-epoch leaks show right after a phase ends
         if name == "epoch":
             self.epoch = (self.epoch or 0) + 1 if value is None else _epoch_number(value,

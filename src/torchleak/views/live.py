@@ -12,7 +12,7 @@ from torchleak.views.summary import finding_lines
 def format_warning(report: Report, again: bool = False) -> str:
     """One compact block: the holder, the measured rate, the time to the limit, the source
     line and the fix, for the top finding (and a count of the others)."""
-    serious = report.serious
+    serious = report.called
     word = "still leaking" if again else "leak detected"
     lines = [f"torchleak: {word} at step {report.steps:,} (training goes on; the guard acts "
              "near the limit)"]

@@ -7,7 +7,7 @@ from pathlib import Path
 from torchleak.analysis.breakdown import GROWS
 from torchleak.report import Finding, Report
 from torchleak.units import format_bytes
-from torchleak.views.renderers.details import (guard_text, oom_text, overhead_text,
+from torchleak.views.renderers.details import (guard_text, live_text, oom_text, overhead_text,
                                                pattern_text, rate_text)
 
 _MAX_FINDINGS = 3
@@ -42,6 +42,7 @@ def format_summary(report: Report, trace: Path | None) -> str:
     guard = guard_text(report.guard)
     if guard:
         lines.append(f"  {guard}")
+    lines += [f"  {line}" for line in live_text(report)]
     for line in report.ranks:
         top = f": {line['top_finding']}" if line.get("top_finding") else ""
         lines.append(f"  rank {line['rank']}: {_HEADS.get(line['verdict'], line['verdict'])}"

@@ -60,6 +60,7 @@ class HolderWalker:
         self.last_nodes: _Bounded = _Bounded()  # path -> autograd nodes at its last count
         self.routes: _Bounded = _Bounded()
         self.labels: _Bounded = _Bounded()
+        self.recorded: _Bounded = _Bounded()  # paths measured non-empty: an emptied one is noted
         self.native: list[HolderSample] = []  # native handles seen by the last full walk
 
     def note_nodes(self, path: str, nodes: int) -> None:
@@ -75,6 +76,9 @@ class HolderWalker:
             walk.run()
             for sample in registry_samples():
                 walk.record(sample)
+        for sample in walk.samples:
+            if sample.length:
+                self.recorded.remember(sample.holder, True)
         for path, route in walk.sample_routes.items():
             self.routes.remember(path, route)
             if path in walk.labels:

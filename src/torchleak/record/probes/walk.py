@@ -272,6 +272,11 @@ class Walk:
     def container(self, obj: Any, path: str, depth: int) -> None:
         size = access.length(obj)
         base = access.container_base(obj)
+        if not size and path in self.w.recorded:
+            # Emptied since a walk measured it (a .clear(), an attach clear): released,
+            # and the analysis must see it drop, not miss it.
+            self.record(HolderSample(path, "container", type(obj).__name__, 0, 0, 0, 0, 0,
+                                     None, {}))
         if size and (size >= LONG_CONTAINER or base is not tuple):  # short tuples cannot grow
             fp = container_footprint(obj)
             detail: dict[str, Any] = {}

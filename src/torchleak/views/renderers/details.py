@@ -224,6 +224,19 @@ def guard_text(guard: dict[str, Any] | None) -> str | None:
             f"{', '.join(guard.get('actions') or []) or 'no action'}")
 
 
+def live_text(report: Report) -> list[str]:
+    """What the live detector said, where the end does not keep it: one line a withdrawn
+    call; a killed run's tier."""
+    live = report.live or {}
+    lines = [str(c.get("why")) for c in live.get("calls", []) if not c.get("kept")]
+    if report.run.get("status") == "killed" and live.get("tier"):
+        tier = {"called": "had called a leak", "suspected": "suspected growth but had not "
+                "called a leak", "none": "had seen nothing growing"}.get(str(live["tier"]), "")
+        if tier:
+            lines.append(f"live detector before the run was killed: {tier}")
+    return lines
+
+
 def _show(value: Any) -> str:
     if isinstance(value, list):
         sep = "; " if any(isinstance(v, dict) for v in value) else " "

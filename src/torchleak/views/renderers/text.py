@@ -15,7 +15,7 @@ from torchleak.report import Finding, Report
 from torchleak.units import format_value
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.breakdown import breakdown_rows
-from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
+from torchleak.views.renderers.details import (finding_facts, guard_text, live_text, holder_rows,
                                                metadata_rows, rank_rows, signal_last,
                                                signal_rate, status_of, verdict_parts)
 from torchleak.views.sparkline import sparkline
@@ -54,6 +54,7 @@ def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
     guard = guard_text(report.guard)
     if guard:
         lines.append(Text(guard, style="bold red"))
+    lines += [Text(line, style="yellow") for line in live_text(report)]
     lines += [Text(f"--safe: {value}", style="dim") for key, value in metadata_rows(report)
               if key == "--safe"]
     if report.ranks:
