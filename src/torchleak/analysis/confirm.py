@@ -36,7 +36,7 @@ KEEP_PACE_EXACT = 0.75  # ... for exact counts, which carry no noise, also in it
 MIN_RISES = 3
 MIN_AFTER_EPOCH = 4  # steps of growth past the epoch boundary, at least
 AFTER_EPOCH_SHARE = 0.5  # ... and this share of an epoch
-MIN_DOUBLING_STEPS = 160  # a buffer flushed every 150 steps is not called
+MIN_DOUBLING_STEPS = 80  # no call before step 160: a buffer flushed every 150 steps is not called
 MIN_DOUBLING_STEPS_IN_EPOCH = 1000  # a DataLoader's first epoch may end with a .clear()
 
 

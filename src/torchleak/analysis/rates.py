@@ -80,8 +80,11 @@ def assign_rates(data: RunData, judged: dict[str, Judged], holders: list[HolderF
             finding.bytes_per_step = round(judged[finding.signal].trend.slope, 1)
     everything = [h.finding for h in holders] + others
     for finding in everything:
-        total = _signal_total(judged, finding, everything)
-        finding.oom = project(data, finding.signal, total)
+        if finding.severity == Severity.HIGH and not (finding.bytes_per_step or 0) > 0:
+            finding.severity = Severity.MEDIUM.value  # high means a measured loss per step
+        if finding.serious:  # a finding that does not drive the growth projects nothing
+            finding.oom = project(data, finding.signal,
+                                  _signal_total(judged, finding, everything))
 
 
 def _signal_total(judged: dict[str, Judged], finding: Finding,

@@ -257,7 +257,8 @@ class Monitor:
         self._guard = Guard(GuardSettings(opts.guard, opts.guard_share, opts.guard_minutes),
                             limit[0], limit[1], recorder, str(self.folder),
                             workers_uss=lambda: recorder.workers_uss,
-                            live_projection=self._projection, on_fire=self._on_guard)
+                            live_projection=self._projection, on_fire=self._on_guard,
+                            counted=_cgroup_counter(found))
         self._guard.start()
         self._control = start_control(recorder, self.folder, opts.control, self._live_report)
         self._started = True
@@ -399,6 +400,15 @@ class Monitor:
             from torchleak.views.summary import format_summary
 
             self.say(format_summary(self.report, self.trace))
+
+
+def _cgroup_counter(limit: Any) -> Callable[[], int | None] | None:
+    """When the limit is a cgroup's, the guard reads what the kernel counts against it."""
+    if limit is None or not getattr(limit, "cgroup", None):
+        return None
+    from torchleak.system.limits import cgroup_working_set
+
+    return lambda: cgroup_working_set(limit.cgroup, limit.cgroup_version)
 
 
 def exit_status(exc: BaseException | None) -> tuple[str, int]:

@@ -1,16 +1,22 @@
 """The OOM guard: act before the kernel kills the run.
 
-A thread of its own reads the process's memory every ``POLL_SECONDS`` (one ``pread`` of
-``/proc/self/statm`` plus the workers' latest USS) and fires when memory passes
-``share`` of the limit, or when the live detector's measured growth would reach the
-limit within ``minutes`` and within ``TRUSTED_REACH`` times the steps already watched (a
-line fitted to 80 steps says little about step 800,000). Firing, once per run:
+A thread of its own reads, every ``POLL_SECONDS``, the memory the limit is enforced on:
+the cgroup's working set (usage less inactive file pages) when the limit is a cgroup's,
+else the process's private memory (one ``pread`` of ``/proc/self/statm``) plus the
+workers' latest USS; the guard line prints that same figure. It fires when that memory
+passes ``share`` of the limit, or when a leak the live detector has *called* would reach
+the limit within ``minutes`` and within ``TRUSTED_REACH`` times the steps already watched
+(a line fitted to 80 steps says little about step 800,000), and the guard's own reading
+has grown since the call at ``CONFIRM_PACE`` of the projected rate (memory that levels
+off below the limit is never acted on by a projection). Firing, once per run:
 - takes a diagnosis snapshot into the trace at the next step boundary (holder walk and
   census), so a later ``kill -9`` loses nothing;
 - ``checkpoint`` and ``stop``: runs the user's ``on_guard`` callbacks on the training
   thread at that boundary (the model and optimizer are consistent there);
 - ``stop``: then ends the training from the training thread with ``GuardStop`` (exit code
-  ``EXIT_GUARD``), or through the framework's own stop flag when a callback owns the loop.
+  ``EXIT_GUARD``), or through the framework's own stop flag when a callback owns the loop;
+  when the training runs on another thread, the main thread gets ``GuardStop`` too (at
+  its next bytecode), so the program ends with 75 instead of carrying on.
 The training thread pays one check of the recorder's request queue per step.
 """
 
@@ -31,6 +37,8 @@ from torchleak.record.session import Recorder
 GUARD_MODES = ("warn", "checkpoint", "stop")
 POLL_SECONDS = 0.05
 TRUSTED_REACH = 10.0  # a projection acts only this many times past the steps it has seen
+CONFIRM_PACE = 0.5  # the guard's own reading grew at this share of the projected rate
+CONFIRM_STEPS = 10  # ... over at least this many steps since the leak was called
 
 
 class GuardStop(SystemExit):
@@ -53,7 +61,8 @@ class Guard:
                  workers_uss: Callable[[], int],
                  live_projection: Callable[[], tuple[float | None, Any]],
                  on_fire: Callable[[GuardEvent], None],
-                 stopper: Callable[[], None] | None = None) -> None:
+                 stopper: Callable[[], None] | None = None,
+                 counted: Callable[[], int | None] | None = None) -> None:
         self.settings = settings
         self.limit_bytes = limit_bytes
         self.limit_name = limit_name
@@ -64,6 +73,8 @@ class Guard:
         self._on_fire = on_fire
         self._stopper = stopper
         self._probe = MainMemoryProbe()
+        self._counted = counted  # what the limit counts, when not the process (a cgroup)
+        self._readings: dict[int, int] = {}  # step -> the first reading at that step
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="torchleak-guard", daemon=True)
         self.fired: GuardEvent | None = None
@@ -83,8 +94,13 @@ class Guard:
         self._stopper = stopper
 
     def memory(self) -> int:
-        rss, _private = self._probe.read()
-        return rss + self._workers_uss()
+        """The memory the limit is enforced on, now."""
+        if self._counted is not None:
+            counted = self._counted()
+            if counted is not None:
+                return counted
+        _rss, private = self._probe.read()
+        return private + self._workers_uss()
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_SECONDS):
@@ -96,8 +112,15 @@ class Guard:
 
     def check(self) -> bool:
         """One look at memory; True once the guard has fired."""
+        if self.limit_bytes <= 0:
+            return False  # no limit known: nothing to guard against
         used = self.memory()
         self.peak_bytes = max(self.peak_bytes, used)
+        step = self._recorder.step
+        self._readings.setdefault(step, used)
+        if len(self._readings) > 4096:
+            for old in list(self._readings)[:2048]:
+                del self._readings[old]
         reason = None
         seconds, finding = None, None
         if used >= self.settings.share * self.limit_bytes:
@@ -105,7 +128,7 @@ class Guard:
         else:
             seconds, finding = self._projection()
             if seconds is not None and seconds <= self.settings.minutes * 60 \
-                    and _within_reach(finding):
+                    and _within_reach(finding) and self._confirmed(finding, step, used):
                 reason = "projection"
         if reason is None:
             return False
@@ -113,6 +136,20 @@ class Guard:
             seconds, finding = self._projection()
         self.fire(reason, used, seconds, finding)
         return True
+
+    def _confirmed(self, finding: Any, step: int, used: int) -> bool:
+        """The projection holds on the guard's own reading: it grew since the leak was
+        called at ``CONFIRM_PACE`` of the rate the projection uses."""
+        oom = getattr(finding, "oom", None)
+        rate = getattr(oom, "bytes_per_step", None)
+        since = getattr(oom, "at_step", None)
+        if not isinstance(rate, (int, float)) or rate <= 0 or not isinstance(since, int):
+            return False
+        earlier = [s for s in self._readings if s <= since]
+        if not earlier or step - max(earlier) < CONFIRM_STEPS:
+            return False
+        start = max(earlier)
+        return used - self._readings[start] >= CONFIRM_PACE * rate * (step - start)
 
     def fire(self, reason: str, used: int, seconds: float | None, finding: Any) -> None:
         event = GuardEvent(reason=reason, mode=self.settings.mode, step=self._recorder.step,
@@ -141,6 +178,7 @@ class Guard:
             if self._stopper is not None:
                 self._stopper()
             else:
+                _stop_main_thread()
                 raise GuardStop()
 
     def summary(self) -> dict[str, Any] | None:
@@ -151,6 +189,18 @@ class Guard:
                 "memory_bytes": event.memory_bytes, "limit_bytes": event.limit_bytes,
                 "limit_name": event.limit_name, "seconds_to_limit": event.seconds_to_limit,
                 "actions": list(event.actions), "at": time.time()}
+
+
+def _stop_main_thread() -> None:
+    """Training on another thread: the main thread must not carry on as if it had
+    finished. It gets GuardStop at its next bytecode (a ``join()`` returns first)."""
+    main = threading.main_thread()
+    if threading.current_thread() is main or not main.is_alive() or main.ident is None:
+        return
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(main.ident),
+                                               ctypes.py_object(GuardStop))
 
 
 def _within_reach(finding: Any) -> bool:

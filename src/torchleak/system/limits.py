@@ -44,9 +44,32 @@ class MemoryLimit:
 
     bytes: int
     name: str  # "--limit 12GiB", "cgroup memory.max", "cgroup memory.limit_in_bytes", "RAM"
+    cgroup: str | None = None  # the cgroup folder that sets it: the kernel counts its usage
+    cgroup_version: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {"bytes": self.bytes, "name": self.name}
+
+
+def cgroup_working_set(folder: str, version: int) -> int | None:
+    """What a cgroup's limit is enforced on, less the file cache the kernel reclaims
+    before it kills: usage minus inactive file pages (what container runtimes call the
+    working set). None when it cannot be read."""
+    base = Path(folder)
+    usage = _read_int(base / ("memory.current" if version == 2 else "memory.usage_in_bytes"))
+    if usage is None:
+        return None
+    key = "inactive_file" if version == 2 else "total_inactive_file"
+    inactive = 0
+    try:
+        for line in (base / "memory.stat").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == key and value.strip().isdigit():
+                inactive = int(value)
+                break
+    except OSError:
+        pass
+    return max(0, usage - inactive)
 
 
 def _read_int(path: Path) -> int | None:
@@ -231,7 +254,8 @@ def memory_limit(user_limit: int | str | None = None) -> MemoryLimit | None:
     group = cgroup_memory()
     if group is not None and group.max is not None:
         file = "memory.max" if group.version == 2 else "memory.limit_in_bytes"
-        candidates.append(MemoryLimit(group.max, f"cgroup {file}"))
+        candidates.append(MemoryLimit(group.max, f"cgroup {file}", group.max_path or group.path,
+                                      group.version))
     ram = machine_memory().ram_total
     if ram:
         candidates.append(MemoryLimit(ram, "RAM"))

@@ -89,6 +89,9 @@ def oom_text(oom: OomProjection | None) -> str:
     limit = f"{oom.limit_name} {format_bytes(oom.limit_bytes)}"
     if oom.steps_to_oom is None:
         return f"not heading for the {limit} limit"
+    if oom.current_bytes >= oom.limit_bytes:
+        return (f"already past the {limit} limit: {format_bytes(oom.current_bytes)} at step "
+                f"{oom.at_step or 0:,}")
     when = f" (~{format_duration(oom.seconds_to_oom)})" if oom.seconds_to_oom is not None else ""
     return (f"{limit} reached in ~{oom.steps_to_oom:,.0f} steps{when}, from "
             f"{format_bytes(oom.current_bytes)} at step {oom.at_step or 0:,}")
