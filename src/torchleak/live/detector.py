@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from torchleak.analysis import RunDataBuilder, build_report
+from torchleak.analysis.confirm import MIN_DOUBLING_STEPS
 from torchleak.report import Finding, Report
 from torchleak.trace.reader import readonly_uri
 from torchleak.trace.writer import TraceWriter
@@ -132,8 +133,7 @@ class LiveDetector:
         _live_verdict(report, self.suspected)
         # Suspects wait for evidence that comes with steps: look again as the run grows.
         waiting = any(f.serious and not f.called for f in report.findings)
-        self._recheck_at = (max(data.steps + RECHECK_MIN_STEPS, data.steps * RECHECK_GROWTH)
-                            if waiting else None)
+        self._recheck_at = _recheck_step(data.steps) if waiting else None
         self._writer.replace_findings("live", data.steps, [asdict(f) for f in report.findings])
         self._writer.set_meta("live", {"step": data.steps, "verdict": report.verdict,
                                        "reason": report.reason, "t": time.time(),
@@ -149,6 +149,14 @@ class LiveDetector:
     def tier(self) -> str:
         """How far the live detector got: 'called', 'suspected' or 'none'."""
         return "called" if self.calls else "suspected" if self.suspected else "none"
+
+
+def _recheck_step(steps: int) -> float:
+    """The next look at suspects: the run grown by ``RECHECK_GROWTH``, and never past the
+    first step a call by doubling becomes possible."""
+    step = max(steps + RECHECK_MIN_STEPS, steps * RECHECK_GROWTH)
+    first_call = 2 * MIN_DOUBLING_STEPS
+    return first_call if steps < first_call < step else step
 
 
 @dataclass
