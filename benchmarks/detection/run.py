@@ -234,6 +234,15 @@ def main() -> None:
     print(markdown(rows))
     print()
     print(per_script(rows, manifest))
+    live = score.live_table(manifest, results)
+    if live["stable"][1]:
+        print()
+        print(f"torchleak live: healthy runs warned or guarded {live['healthy_warned'][0]}/"
+              f"{live['healthy_warned'][1]}; leaky runs called live {live['leaky_called'][0]}/"
+              f"{live['leaky_called'][1]} (delay from onset: median {live['median_delay']}, "
+              f"max {live['max_delay']} steps); live calls withdrawn at the end "
+              f"{live['withdrawn']}; same verdict, tier and top holder in every repeat "
+              f"{live['stable'][0]}/{live['stable'][1]} scripts")
 
 
 if __name__ == "__main__":

@@ -167,3 +167,40 @@ def _counts(outcome: dict[str, tuple[bool, bool]], leaky: list[dict[str, Any]],
     return (sum(outcome.get(e["script"], miss)[0] for e in leaky),
             sum(outcome.get(e["script"], miss)[0] for e in healthy),
             sum(outcome.get(e["script"], miss)[1] for e in leaky))
+
+
+def live_table(manifest: list[dict[str, Any]],
+               results: dict[tuple[str, str, int], dict[str, Any]]) -> dict[str, Any]:
+    """torchleak's live side, from the ``live`` section of its JSON: healthy runs with a
+    called live leak (the warning on stderr) and guard stops, leaky runs called before
+    the end and the delay from the leak's onset to the call, calls the end withdrew, and
+    repeat stability (verdict, live tier and top holder the same in every run)."""
+    warned, healthy_runs, called, leaky_runs, withdrawn, delays = 0, 0, 0, 0, 0, []
+    stable, scripts = 0, 0
+    for entry in manifest:
+        runs = [r["data"] for k, r in sorted(results.items())
+                if k[0] == "torchleak" and k[1] == entry["script"] and r.get("data")]
+        if not runs:
+            continue
+        scripts += 1
+        shapes = {(d.get("verdict"), (d.get("live") or {}).get("tier"), _top(d)) for d in runs}
+        stable += len(shapes) == 1
+        for data in runs:
+            calls = (data.get("live") or {}).get("calls") or []
+            withdrawn += sum(not c.get("kept") for c in calls)
+            if entry["leaky"]:
+                leaky_runs += 1
+                if calls:
+                    called += 1
+                    delays.append(min(c["step"] for c in calls) - entry.get("onset", 1))
+            else:
+                healthy_runs += 1
+                warned += bool(calls) or bool((data.get("guard") or {}).get("mode"))
+    return {"healthy_warned": (warned, healthy_runs), "leaky_called": (called, leaky_runs),
+            "withdrawn": withdrawn, "median_delay": median(delays) if delays else None,
+            "max_delay": max(delays) if delays else None, "stable": (stable, scripts)}
+
+
+def _top(data: dict[str, Any]) -> str:
+    findings = [f for f in data.get("findings") or [] if f.get("severity") in ("high", "medium")]
+    return str(findings[0].get("holder_path") or findings[0].get("culprit")) if findings else ""

@@ -10,7 +10,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from torchleak.report import Report
+from torchleak.report import Finding, Report
 from torchleak.units import format_duration, format_time, format_value
 from torchleak.views.renderers.details import guard_text, signal_last, signal_rate, status_of
 from torchleak.views.sparkline import sparkline
@@ -61,13 +61,25 @@ def _signals(report: Report) -> Table:
     return table
 
 
+def _shown(report: Report) -> list[Finding]:
+    """The serious findings, called ones first: a live report also holds suspects."""
+    return sorted(report.serious, key=lambda f: report.source == "live" and not f.called)
+
+
 def _verdict(report: Report) -> Panel:
     live = report.source == "live"
     title = "live verdict" if live else "verdict"
     guard = guard_text(report.guard)
-    if report.serious:
+    shown = _shown(report)
+    if shown and report.verdict != "leak":
+        body = Text("suspected, not called yet (growth warm-up could still explain)",
+                    style="bold yellow")
+        for finding in shown[:3]:
+            body.append("\n" + "\n".join(finding_lines(finding, indent="")))
+        return Panel(body, title=title, title_align="left", border_style="yellow")
+    if shown:
         body = Text(f"leak{' (live detection)' if live else ''}", style="bold red")
-        for finding in report.serious[:3]:
+        for finding in shown[:3]:
             body.append("\n" + "\n".join(finding_lines(finding, indent="")))
         if guard:
             body.append(f"\n{guard}", style="bold red")
@@ -107,9 +119,14 @@ def frame_text(report: Report, interval: float, polled_at: float) -> str:
     lines.append(format_table(["signal", "now", "peak", "trend", "recent"], rows).rstrip())
     lines.append("")
     label = "live verdict" if report.source == "live" else "verdict"
-    if report.serious:
+    shown = _shown(report)
+    if shown and report.verdict != "leak":
+        lines.append(f"{label}: suspected, not called yet - {report.reason}")
+        for finding in shown[:3]:
+            lines.extend(finding_lines(finding, indent=""))
+    elif shown:
         lines.append(f"{label}: leak - {report.reason}" if report.reason else f"{label}: leak")
-        for finding in report.serious[:3]:
+        for finding in shown[:3]:
             lines.extend(finding_lines(finding, indent=""))
     elif report.run.get("judged"):
         lines.append(f"{label}: {report.verdict}{' - ' + report.reason if report.reason else ''}")
