@@ -43,6 +43,11 @@ _ALL = (
     Pattern("reference-cycles", "Reference cycles that only the cyclic collector frees"),
     Pattern("anomaly-mode", "Autograd anomaly detection left on"),
     Pattern("eval-without-no-grad", "Evaluation that builds autograd graphs"),
+    Pattern("warning-registry", "Warnings with a per-step value in their message"),
+    Pattern("interpreter-registry", "Interpreter tables that grow with use"),
+    Pattern("autocast-cache", "A training loop inside one autocast block"),
+    Pattern("profiler-left-on", "The profiler left recording"),
+    Pattern("saved-tensor-hooks", "Saved-tensor hooks that keep what they pack"),
 )
 
 PATTERNS: dict[str, Pattern] = {p.anchor: p for p in _ALL}

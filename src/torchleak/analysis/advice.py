@@ -21,6 +21,9 @@ class Advice:
 THREAD_ADVICE = "thread_state"  # a holder in another thread's frame
 MODEL_ADVICE = "growing_model"  # a model's submodules or an optimizer's groups and state
 WORKER_STATE_ADVICE = "worker_state"  # a Dataset container each worker fills for itself
+# Mechanisms of torch and the interpreter (``detail["mechanism"]`` of a holder or switch).
+MECHANISMS = ("warning_registry", "warnings_filters", "linecache", "sys_modules", "copyreg",
+              "autocast", "profiler", "anomaly_mode", "saved_tensor_hooks")
 _ADVICE: dict[str, Advice] = {
     K.AUTOGRAD_GRAPH: Advice(
         "accumulate a number, not a tensor: `{name} += loss.item()` (or keep "
@@ -110,6 +113,56 @@ _ADVICE: dict[str, Advice] = {
         "reference cycles may keep them; `gc.collect()` tests for cycles",
         pattern("reference-cycles")),
 }
+
+_ADVICE.update({
+    "warning_registry": Advice(
+        "`warnings.warn` records every distinct message per code location in the module's "
+        "`__warningregistry__` (even when the warning is hidden or routed to logging): keep "
+        "per-step values out of the message (pass them to your logger instead), or silence "
+        "it before the loop with `warnings.filterwarnings('ignore', message=...)` ('ignore' "
+        "records nothing)",
+        pattern("warning-registry")),
+    "warnings_filters": Advice(
+        "`warnings.filterwarnings`/`simplefilter` called every step appends a filter each "
+        "time: call it once before training, or inside `warnings.catch_warnings()`",
+        pattern("interpreter-registry")),
+    "linecache": Advice(
+        "`linecache.cache` keeps the source of every file a traceback or warning touched: "
+        "code generated per step (`exec`, new file names) adds an entry each time; reuse the "
+        "code or call `linecache.clearcache()` at epoch end",
+        pattern("interpreter-registry")),
+    "sys_modules": Advice(
+        "a module is created every step (`importlib` of a generated name, `types.ModuleType` "
+        "registered in `sys.modules`): create it once, or `del sys.modules[name]` when done",
+        pattern("interpreter-registry")),
+    "copyreg": Advice(
+        "`copyreg.pickle` (or a registration in `copyreg.dispatch_table`) runs every step: "
+        "register reducers once at import time",
+        pattern("interpreter-registry")),
+    "autocast": Advice(
+        "the training loop runs inside one `torch.autocast` block, whose cast cache keeps "
+        "a cast copy of every tensor that requires grad until the block exits (an input "
+        "made to require grad, as in adversarial training, is a new entry every step): "
+        "enter `torch.autocast` per step, around the forward pass and the loss, or pass "
+        "`cache_enabled=False`",
+        pattern("autocast-cache")),
+    "profiler": Advice(
+        "`torch.profiler` is recording the whole run and keeps every operator's events "
+        "until it stops: give it a `schedule=torch.profiler.schedule(wait=1, warmup=1, "
+        "active=3)` with `on_trace_ready` and call `prof.step()` each step, or stop it "
+        "after a few steps",
+        pattern("profiler-left-on")),
+    "anomaly_mode": Advice(
+        "autograd anomaly mode is on (`torch.autograd.set_detect_anomaly(True)`): it keeps "
+        "a traceback for every graph node and slows each step; turn it on only while "
+        "debugging one failure",
+        pattern("anomaly-mode")),
+    "saved_tensor_hooks": Advice(
+        "saved-tensor hooks (`torch.autograd.graph.saved_tensors_hooks`, "
+        "`save_on_cpu`) stay installed across steps: make sure `pack_hook` does not keep "
+        "what it packs anywhere else (a list, a dict), and install them per step",
+        pattern("saved-tensor-hooks")),
+})
 
 RETENTION_PREFIX = {
     K.ALLOCATOR_RETENTION: "The process grows much faster than `{name}` itself: freed "

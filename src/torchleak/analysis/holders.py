@@ -16,7 +16,7 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from torchleak.analysis.advice import MODEL_ADVICE, THREAD_ADVICE, advice_for
+from torchleak.analysis.advice import MECHANISMS, MODEL_ADVICE, THREAD_ADVICE, advice_for
 from torchleak.analysis.series import HolderSeries, RunData
 from torchleak.analysis.sources import find_source
 from torchleak.analysis.stats import theil_sen
@@ -84,7 +84,8 @@ def metrics(holder: HolderSeries, values: dict[str, list[float]]) -> list[Metric
 def holder_findings(data: RunData, replay: bool = True) -> list[HolderFinding]:
     found = []
     for holder in data.holders.values():
-        if _bounded(holder) or len(holder.steps) < 3 or holder.kind in ("dataloader", "native"):
+        if _bounded(holder) or len(holder.steps) < 3 or holder.kind in ("dataloader", "native",
+                                                                        "switch"):
             continue
         steps, values = _with_empty_start(holder, data.full_walks)
         for metric in metrics(holder, values):
@@ -201,6 +202,8 @@ def _graph_of_growing_model(holder: HolderSeries) -> bool:
 
 
 def _advice_kind(kind: str, holder: HolderSeries) -> str:
+    if holder.detail.get("mechanism") in MECHANISMS:
+        return str(holder.detail["mechanism"])
     if holder.holder.startswith("thread:"):
         return THREAD_ADVICE
     if holder.detail.get("model_part"):

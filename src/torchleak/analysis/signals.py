@@ -134,6 +134,15 @@ def unnamed_finding(data: RunData, signal: str, j: Judged) -> Finding:
     advice = advice_for(kind, script=str(data.meta.get("script") or "SCRIPT"))
     evidence = [f"{title}: {format_bytes(trend.start)} -> {format_bytes(trend.end)} "
                 f"({trend.reason})", *cause.evidence]
+    switch = switch_on(data, trend.first_step, trend.last_step)
+    if switch is not None and not signal.startswith("cuda_reserved"):
+        mechanism, label = switch
+        advice = advice_for(mechanism)
+        evidence.insert(0, f"{label} was on at every step boundary while {title} grew")
+        return Finding(kind=kind, culprit=f"{label}: on while {title} grows", severity=
+                       severity.value, fix=advice.fix, pattern=advice.pattern.anchor,
+                       pattern_title=advice.pattern.title, signal=signal, cause=cause.kind,
+                       evidence=evidence)
     natives = _native_handles(data)
     if kind == K.NATIVE_MEMORY and natives:
         evidence.append("native handles in reach of your code: " + "; ".join(natives))
@@ -141,6 +150,27 @@ def unnamed_finding(data: RunData, signal: str, j: Judged) -> Finding:
                    fix=advice.fix, pattern=advice.pattern.anchor,
                    pattern_title=advice.pattern.title, signal=signal, cause=cause.kind,
                    evidence=evidence)
+
+
+# Torch switches that keep memory per step, in the order they are named (anomaly mode
+# keeps tracebacks only as long as the graphs: named last).
+_SWITCHES = ("autocast", "profiler", "saved_tensor_hooks", "anomaly_mode")
+
+
+def switch_on(data: RunData, start: float, end: float) -> tuple[str, str] | None:
+    """(mechanism, label) of a torch switch that was on at most full walks while a signal
+    grew from ``start`` to ``end``."""
+    walks = [w for w in data.full_walks if start <= w <= end]
+    if len(walks) < 2:
+        return None
+    for mechanism in _SWITCHES:
+        holder = data.holders.get(f"torch switch {mechanism}")
+        if holder is None:
+            continue
+        on = sum(1 for step in holder.steps if start <= step <= end)
+        if on >= max(2, 0.5 * len(walks)):
+            return mechanism, str(holder.detail.get("label") or mechanism)
+    return None
 
 
 def _native_handles(data: RunData) -> list[str]:

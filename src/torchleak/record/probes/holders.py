@@ -28,6 +28,7 @@ import torch
 
 from torchleak.record.probes import access
 from torchleak.record.probes.holder_sample import HolderSample, Resolver, Route
+from torchleak.record.probes.interpreter import interpreter_samples, torch_switches
 from torchleak.record.probes.registries import registry_samples
 from torchleak.record.probes.usercode import owner_frames, user_frames, user_modules
 from torchleak.record.probes.walk import GRAPH_CAP, Walk, user_class
@@ -75,6 +76,10 @@ class HolderWalker:
                 walk.enqueue(obj, path, 0, label, route)
             walk.run()
             for sample in registry_samples():
+                walk.record(sample)
+            for sample in interpreter_samples():
+                walk.record(sample)
+            for sample in torch_switches():
                 walk.record(sample)
         for sample in walk.samples:
             if sample.length:

@@ -92,9 +92,40 @@ def element_footprint(obj: Any, depth: int = 2, graphs: bool = True) -> Footprin
     array_bytes = ndarray_bytes(obj)
     if array_bytes is not None:
         return Footprint(float(access.sizeof(obj) + array_bytes))
-    if type(obj) in _SCALARS or depth <= 0 or access.container_base(obj) is None:
+    if type(obj) in _SCALARS or depth <= 0:
         return Footprint(float(access.sizeof(obj)))
+    if access.container_base(obj) is None:
+        return object_footprint(obj, depth - 1, graphs) if owned_object(obj) else Footprint(
+            float(access.sizeof(obj)))
     return container_footprint(obj, depth - 1)
+
+
+_OBJECT_ATTRIBUTES = 16  # attributes of one sampled object followed for its retained size
+
+
+def owned_object(obj: Any) -> bool:
+    """A plain object of the user's or a library's (a request, a record, a key): what it
+    holds in its attributes is retained by whatever holds it. Classes, functions,
+    modules, torch's own objects and weak references are not followed."""
+    kind = type(obj)
+    module = getattr(kind, "__module__", "") or ""
+    if module in ("builtins", "weakref", "_weakref") or module.startswith("torch"):
+        return False
+    if issubclass(kind, (type, torch.nn.Module, torch.optim.Optimizer)) or callable(obj):
+        return False
+    return access.instance_dict(obj) is not None or bool(getattr(kind, "__slots__", ()))
+
+
+def object_footprint(obj: Any, depth: int, graphs: bool = True) -> Footprint:
+    """An object's retained size: its own, plus the tensors, arrays, buffers and
+    containers in its attributes (a request keeping its upload alive)."""
+    attrs = access.instance_dict(obj)
+    values = list(attrs.values()) if attrs is not None else list(
+        access.slot_values(obj).values())
+    total = Footprint(float(access.sizeof(obj) + (access.sizeof(attrs) if attrs else 0)))
+    for value in values[:_OBJECT_ATTRIBUTES]:
+        total.add(element_footprint(value, depth, graphs))
+    return total
 
 
 def sample_items(obj: Any, n: int = _SAMPLE, pairs: bool = False) -> list[Any]:
@@ -125,12 +156,15 @@ def sample_items(obj: Any, n: int = _SAMPLE, pairs: bool = False) -> list[Any]:
 
 def key_bytes(key: Any) -> int:
     """What a dict's key costs of its own: a string, number or tuple of them made for the
-    entry (``f"step_{i}"``, ``(epoch, i)``); keys that are objects held elsewhere (a
-    parameter keying an optimizer's state) count nothing."""
+    entry (``f"step_{i}"``, ``(epoch, i)``), or a plain object with what its attributes
+    hold (a weak-valued mapping's key that keeps its value alive); tensors and modules
+    keying an entry (a parameter keying an optimizer's state) count nothing."""
     if type(key) in _SCALARS:
         return access.sizeof(key)
     if type(key) is tuple and all(type(k) in _SCALARS for k in key):
         return access.sizeof(key) + sum(access.sizeof(k) for k in key)
+    if owned_object(key):  # a key object made for its entry keeps what it holds alive
+        return int(object_footprint(key, 1).bytes)
     return 0
 
 

@@ -229,6 +229,13 @@ class Walk:
         """One object whose own size grows: a bytearray extended in place, a string or
         bytes rebound to a longer one, an in-memory file."""
         size = access.sizeof(obj)
+        if access.is_a(obj, io.StringIO):
+            # Its size leaves out the text it holds: the write position is its length in
+            # characters for a log only written to (at least a byte each).
+            try:
+                size += int(io.StringIO.tell(obj))
+            except (ValueError, OSError):  # closed
+                return
         if size < MIN_BUFFER_BYTES:
             return
         self.record(HolderSample(path, "buffer", type(obj).__name__, size, size,
