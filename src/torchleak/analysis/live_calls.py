@@ -41,8 +41,10 @@ def _target(key: str) -> str:
 
 
 def _kept(report: Report, key: str) -> bool:
+    """The end keeps a call on the same holder, or on the same signal: growth the live
+    detector could not name yet is kept when the end names who holds it."""
     target = _target(key)
-    return any((f.holder_path or f.signal) == target for f in report.serious)
+    return any(target in (f.holder_path, f.signal) for f in report.serious)
 
 
 def _withdrawn(data: RunData, key: str) -> str:

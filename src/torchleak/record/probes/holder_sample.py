@@ -128,6 +128,8 @@ def _follow(obj: Any, step: str, key: Any) -> Any:
         return _missing(key) if value is _MISSING else value
     if step == "child":
         return ((access.instance_dict(obj) or {}).get("_modules") or {})[key]
+    if step == "buffer":
+        return ((access.instance_dict(obj) or {}).get("_buffers") or {})[key]
     if access.container_base(obj) is dict:
         return dict.__getitem__(obj, key)
     return access.element_at(obj, key)

@@ -329,6 +329,12 @@ class Walk:
             if param is not None:
                 self.tensor_hooks(param, f"{path}.{name}")
         owner = type(mod).__name__
+        for name, buf in list((attrs.get("_buffers") or {}).items()):
+            # A buffer rebound to a bigger tensor every step (a queue grown by torch.cat)
+            # grows like an attribute; the fixed ones are flat.
+            if buf is not None:
+                self.enqueue(buf, f"{path}.{name}", depth + 1, f"{owner}.{name}",
+                             self._route(path, ("buffer", name)))
         own = own_attributes(mod)
         self.attribute_set(own, path, owner)
         for name, value in own.items():
