@@ -250,3 +250,47 @@ def test_a_stable_working_set_under_a_cgroup_limit_completes_with_the_guard_on(
         cgroup.rmdir()
     assert proc.returncode == 0 and "done" in proc.stdout, proc.stderr
     assert "GUARD" not in proc.stderr
+
+
+LEAKY = """
+    import torch
+
+    kept = []
+    model = torch.nn.Linear(64, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(1, 1000001):
+        loss = model(torch.randn(32, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        kept.append(torch.ones(64 * 1024))
+"""
+
+
+def test_a_killed_runs_report_says_which_tier_the_live_detector_reached(
+        tmp_path: Path) -> None:
+    import signal
+    import time
+
+    script = write_script(tmp_path, "leaky.py", LEAKY)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "torchleak", "run", "--out", str(out),
+                             script.name], cwd=tmp_path, env=child_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240  # generous: the event decides, not the clock
+        seen = ""
+        while "leak detected" not in seen:
+            line = proc.stderr.readline()  # type: ignore[union-attr]
+            assert line and time.monotonic() < deadline, seen
+            seen += line
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    report = json.loads(subprocess.run(
+        [sys.executable, "-m", "torchleak", "report", str(out), "--format", "json"],
+        cwd=tmp_path, env=child_env(), capture_output=True, text=True, check=True).stdout)
+    assert report["live"]["tier"] == "called" and report["live"]["calls"][0]["kept"]
+    text = subprocess.run([sys.executable, "-m", "torchleak", "report", str(out)],
+                          cwd=tmp_path, env=child_env(), capture_output=True, text=True).stdout
+    assert "live detector before the run was killed: had called a leak" in text, text
