@@ -54,7 +54,9 @@ def _census(with_types: bool) -> CensusResult:
     type_counts: collections.Counter[type] = (collections.Counter(map(type, objects))
                                               if with_types else collections.Counter())
     del objects
-    tensors = [o for o in found if type(o) in tensor_types]
+    # The compiler's fake tensors (torch.compile traces with them) hold no memory, and
+    # touching their storage makes torch warn on the user's stderr.
+    tensors = [o for o in found if type(o) in tensor_types and not _fake(type(o))]
     optimizers = [o for o in found if type(o) in optimizer_types]
     del found
     storages: dict[int, int] = {}
@@ -73,6 +75,11 @@ def _census(with_types: bool) -> CensusResult:
     result.top_types = [(f"{t.__module__}.{t.__qualname__}", n)
                         for t, n in type_counts.most_common(_TOP_TYPES)]
     return result
+
+
+def _fake(kind: type) -> bool:
+    return kind.__module__.startswith(("torch._subclasses", "torch._functorch")) or \
+        kind.__name__ in ("FakeTensor", "FunctionalTensor")
 
 
 def _count_tensor(t: torch.Tensor, result: CensusResult, storages: dict[int, int]) -> None:
