@@ -121,6 +121,7 @@ class ForwardSteps:
         self._thread: int | None = None
         self.calls = 0  # outermost forward calls seen
         self.steps = 0  # boundaries made
+        self.inert = False  # steps come from elsewhere now; the hooks return at once
 
     def install(self) -> None:
         import torch
@@ -130,9 +131,10 @@ class ForwardSteps:
         is_compiling = torch.compiler.is_compiling
         local = threading.local()
         outermost = self._outermost
+        steps = self
 
         def before(module: Any, args: Any) -> None:
-            if is_compiling():
+            if is_compiling() or steps.inert:  # the compiler reads only the first
                 return
             depth = getattr(local, "depth", 0)
             if depth and module is getattr(local, "outer", None):
@@ -142,7 +144,7 @@ class ForwardSteps:
             local.depth = depth + 1
 
         def after(module: Any, args: Any, output: Any) -> None:
-            if is_compiling():
+            if is_compiling() or steps.inert:  # the compiler reads only the first
                 return
             depth = getattr(local, "depth", 1) - 1
             local.depth = depth
@@ -156,8 +158,13 @@ class ForwardSteps:
                          register_module_forward_hook(after)]
         self._quiet_compile_warning()
 
-    def remove(self) -> None:
-        """For good: an optimizer step or ``watch().step()`` defines the steps now."""
+    def remove(self, final: bool = False) -> None:
+        """For good: an optimizer step or ``watch().step()`` defines the steps now. When
+        ``torch.compile`` has compiled code already, its guards saw our hooks: removing
+        them would recompile it, so they stay, inert (``final``: the run is over)."""
+        self.inert = True
+        if not final and _compiled_anything():
+            return
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
@@ -179,7 +186,7 @@ class ForwardSteps:
 
     @property
     def installed(self) -> bool:
-        return bool(self._handles)
+        return bool(self._handles) and not self.inert
 
     def _outermost(self, module: Any) -> None:
         ident = threading.get_ident()
@@ -192,6 +199,16 @@ class ForwardSteps:
         if self._clock.observe(id(type(module))) and self.calls > LEARNING_CALLS:
             self.steps += 1
             self._on_boundary(sys._getframe(2))
+
+
+def _compiled_anything() -> bool:
+    """Has ``torch.compile`` made a graph in this process yet (never imports dynamo)?"""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    try:
+        return bool(counters and counters["stats"]["unique_graphs"])
+    except Exception:  # noqa: BLE001 - another torch's counters
+        return False
 
 
 class TimeSteps:
@@ -263,7 +280,7 @@ class StepSources:
 
     def detach(self) -> None:
         if self._forward is not None:
-            self._forward.remove()
+            self._forward.remove(final=True)
         if self._time is not None:
             self._time.stop()
 
