@@ -258,7 +258,8 @@ class Monitor:
                             workers_uss=lambda: recorder.workers_uss,
                             live_projection=self._projection, on_fire=self._on_guard)
         self._guard.start()
-        self._control = start_control(recorder, self.folder, opts.control, self._live_report)
+        self._control = start_control(recorder, self.folder, opts.control, self._live_report,
+                                      say=None if opts.quiet else self.say)
         self._started = True
 
     def stop(self, status: str = RunStatus.FINISHED.value, exit_code: int | None = 0,
