@@ -9,9 +9,10 @@ the builtin base type (``list.__len__(obj)``, ``dict.items(obj)``), tests types 
 attributes from the instance dict or slot descriptors only.
 
 Frames get the same care: on Python <= 3.12 reading a function frame's ``f_locals``
-stores a snapshot dict of its locals *on the frame*, which keeps a local alive after the
-program deletes it, until the next read. ``frame_locals`` copies the values out and
-empties that snapshot when nobody else holds it.
+writes a snapshot of its locals into the dict ``locals()`` returns in that frame (a dict
+the program may hold, and where ``exec`` keeps the names it binds), and keeps a local
+alive after the program deletes it. ``frame_locals`` never reads it: it reads the frame's
+slots (``fastlocals``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import sys
 from collections.abc import Iterator
 from types import FrameType, MemberDescriptorType
 from typing import Any
+
+from torchleak.record.probes import fastlocals
 
 _DEQUE = collections.deque
 # The builtin container types, most derived first where it matters (none derive here).
@@ -153,15 +156,14 @@ def type_name(obj: Any) -> str:
 
 
 def frame_locals(frame: FrameType) -> dict[str, Any]:
-    """A copy of a frame's local variables that leaves nothing pinned on the frame."""
+    """A copy of a frame's local variables that changes nothing the program can see.
+
+    Python <= 3.12: a function frame's ``f_locals`` would write into the dict ``locals()``
+    returns there (see ``fastlocals``), so its slots are read directly; where that is not
+    possible the function's locals are not read at all ({})."""
     if _PEP667 or not frame.f_code.co_flags & inspect.CO_OPTIMIZED:
         # 3.13+: a live view. Module and class bodies: the namespace dict itself.
         return dict(frame.f_locals)
-    snapshot = frame.f_locals
-    copy = dict(snapshot)
-    # References: the frame's own pointer, `snapshot`, and getrefcount's argument. More
-    # means the program holds this dict (`x = locals()`): leave it as it is.
-    if sys.getrefcount(snapshot) <= 3:
-        snapshot.clear()
-    del snapshot
-    return copy
+    if not fastlocals.available:
+        return {}
+    return fastlocals.read(frame)
