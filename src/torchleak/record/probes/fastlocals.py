@@ -27,6 +27,7 @@ _VERSION = sys.version_info[:2]
 # interpreter frame): Include/internal/pycore_frame.h of 3.11 and 3.12.
 _LAYOUTS = {(3, 11): (3 * _PTR, 4 * _PTR, 5 * _PTR, 9 * _PTR),
             (3, 12): (3 * _PTR, 0, 6 * _PTR, 9 * _PTR)}
+_OWN_DATA_AT = 6 * _PTR  # PyFrameObject._f_frame_data, 3.11 and 3.12
 # Where the dict ``locals()`` returns is kept (NULL until someone asked): names ``exec``
 # bound live only there.
 _DICT_AT = {(3, 10): 7 * _PTR, (3, 11): 3 * _PTR, (3, 12): 5 * _PTR}
@@ -64,8 +65,11 @@ def _slots(frame: FrameType) -> tuple[int, int]:
         return _pointer(base + _VALUESTACK_310) - count * _PTR, base + _DICT_AT[_VERSION]
     frame_at, code_at, owner_at, locals_at = _LAYOUTS[_VERSION]
     inner = _pointer(base + frame_at)
-    if not inner or _pointer(inner + code_at) != id(code) or (
-            _pointer(inner + owner_at) != base):
+    # A frame that has returned was copied into its frame object (which it then does not
+    # point back to): its data sits right after the object's own fields.
+    owner = _pointer(inner + owner_at) if inner else -1
+    if not inner or _pointer(inner + code_at) != id(code) or not (
+            owner == base or (owner == 0 and inner == base + _OWN_DATA_AT)):
         raise LookupError("unexpected frame layout")
     return inner + locals_at, inner + _DICT_AT[_VERSION]
 
@@ -104,6 +108,13 @@ def _probe() -> bool:
     def closure() -> list[object]:
         return kept
 
+    def finished() -> FrameType:
+        inside = marker  # noqa: F841 - read back below
+        return sys._getframe()
+
+    done = finished()
+    if read(done).get("inside") is not marker:
+        return False
     frame = sys._getframe()
     seen = read(frame)
     exec("bound = 1")  # noqa: S102 - puts the locals dict in place, then reads it as is
