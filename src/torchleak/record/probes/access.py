@@ -11,8 +11,8 @@ attributes from the instance dict or slot descriptors only.
 Frames get the same care: on Python <= 3.12 reading a function frame's ``f_locals``
 writes a snapshot of its locals into the dict ``locals()`` returns in that frame (a dict
 the program may hold, and where ``exec`` keeps the names it binds), and keeps a local
-alive after the program deletes it. ``frame_locals`` never reads it: it reads the frame's
-slots (``fastlocals``).
+alive after the program deletes it. ``frame_locals`` reads the slots of the frames of its
+own thread instead (``fastlocals``), and other frames only where that cannot be seen.
 """
 
 from __future__ import annotations
@@ -158,12 +158,38 @@ def type_name(obj: Any) -> str:
 def frame_locals(frame: FrameType) -> dict[str, Any]:
     """A copy of a frame's local variables that changes nothing the program can see.
 
-    Python <= 3.12: a function frame's ``f_locals`` would write into the dict ``locals()``
-    returns there (see ``fastlocals``), so its slots are read directly; where that is not
-    possible the function's locals are not read at all ({})."""
-    if _PEP667 or not frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+    Python <= 3.12: a function frame's ``f_locals`` writes into the dict ``locals()``
+    returns there. The frames of this thread's own stack (suspended under us: the
+    training function) have their slots read directly (``fastlocals``). A frame another
+    thread may run at any moment (its own stack, a generator) could change under such a
+    read, so it goes through ``f_locals`` only when its code never looks at its own
+    locals (no ``locals``, ``vars``, ``dir``, ``exec`` or ``eval`` in it) and the snapshot
+    is emptied again; otherwise its locals are not read ({})."""
+    code = frame.f_code
+    if _PEP667 or not code.co_flags & inspect.CO_OPTIMIZED:
         # 3.13+: a live view. Module and class bodies: the namespace dict itself.
         return dict(frame.f_locals)
-    if not fastlocals.available:
+    if fastlocals.available and _on_this_stack(frame):
+        return fastlocals.read(frame)
+    if not _LOOKS_AT_LOCALS.isdisjoint(code.co_names):
         return {}
-    return fastlocals.read(frame)
+    snapshot = frame.f_locals
+    copy = dict(snapshot)
+    # References: the frame's own pointer, `snapshot`, and getrefcount's argument. More
+    # means someone holds this dict: leave it as it is.
+    if sys.getrefcount(snapshot) <= 3:
+        snapshot.clear()
+    del snapshot
+    return copy
+
+
+_LOOKS_AT_LOCALS = frozenset({"locals", "vars", "dir", "exec", "eval"})
+
+
+def _on_this_stack(frame: FrameType) -> bool:
+    here: FrameType | None = sys._getframe(1)
+    while here is not None:
+        if here is frame:
+            return True
+        here = here.f_back
+    return False
