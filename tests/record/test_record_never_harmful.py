@@ -404,8 +404,23 @@ LOCALS_KEPT = """
             print("exec name:", err)
 
 
+    def waits_for_a_training_thread():
+        import threading
+
+        model = torch.nn.Linear(8, 8)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        grown = []
+        early = locals()
+        names = sorted(early)
+        worker = threading.Thread(target=steps, args=(model, optimizer, grown))
+        worker.start()
+        worker.join()
+        print("waiting thread's dict:", sorted(early) == names, sorted(set(early) - set(names)))
+
+
     held_locals()
     exec_bound()
+    waits_for_a_training_thread()
 """
 
 
@@ -414,7 +429,8 @@ def test_the_walk_leaves_a_training_functions_locals_as_they_were(workdir: Path)
     plain = run_python([script.name], cwd=workdir)
     recorded = record(workdir, script, options=("--quiet",))
     assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr
-    assert plain.stdout == "early dict: True []\nexec name: 41\n", plain.stdout
+    assert plain.stdout == ("early dict: True []\nexec name: 41\n"
+                            "waiting thread's dict: True []\n"), plain.stdout
     assert recorded.proc.stdout == plain.stdout
     # The walk did read both functions' locals: their growing list is a holder.
     walked = {h for (h,) in recorded.rows("SELECT DISTINCT holder FROM holders")}
