@@ -23,7 +23,7 @@ HOSTILE = textwrap.dedent("""
         pass
 
 
-    KEY = "grads\\x1b]0;pwned\\x07\\x1b[2J"
+    KEY = "grads\\x1b]0;pwned\\x07\\x1b[2J" + chr(0xDCFF)  # and a lone surrogate
     store = Store()
     store.__dict__[KEY] = []
     model = torch.nn.Linear(32, 4)
@@ -52,7 +52,10 @@ def hostile_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     (work / SCRIPT).write_text(HOSTILE)
     proc = _torchleak("run", "--out", "runs/hostile", SCRIPT, cwd=work)
     assert proc.returncode in (0, 3) and proc.stdout == "trained 80\n", proc.stderr
-    return work, proc.stderr
+    # Without --out the run folder is named after the script, escapes and all.
+    named = _torchleak("run", SCRIPT, cwd=work)
+    assert named.returncode == proc.returncode, named.stderr
+    return work, proc.stderr + named.stderr
 
 
 def _assert_inert(text: str) -> None:
@@ -77,6 +80,21 @@ def test_every_text_view_shows_the_escapes(hostile_run: tuple[Path, str], argv: 
     proc = _torchleak(*argv, cwd=work)
     assert proc.returncode in (0, 3), proc.stderr
     _assert_inert(proc.stdout + proc.stderr)
+
+
+def test_the_trace_holds_valid_utf8_only(hostile_run: tuple[Path, str]) -> None:
+    import sqlite3
+
+    work, _stderr = hostile_run
+    conn = sqlite3.connect(f"file:{work / 'runs/hostile/trace.sqlite'}?mode=ro", uri=True)
+    conn.text_factory = bytes
+    try:
+        holders = [h for (h,) in conn.execute("SELECT DISTINCT holder FROM holders")]
+        culprits = [c for (c,) in conn.execute("SELECT culprit FROM findings")]
+    finally:
+        conn.close()
+    texts = [t.decode("utf-8") for t in holders + culprits]  # strict: raises if invalid
+    assert any("store.grads" in t and t.endswith("\\udcff") for t in texts), texts
 
 
 def test_the_json_report_keeps_the_text_as_it_was(hostile_run: tuple[Path, str]) -> None:

@@ -91,7 +91,7 @@ def target_of_pid(pid: int) -> AttachTarget:
         raise AttachRefused(f"process {pid} belongs to another user: only its own user may "
                             "attach to it")
     try:
-        links = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        links = [link for fd in (proc / "fd").iterdir() if (link := _link(fd))]
     except OSError as err:
         raise AttachUnavailable(f"cannot list the files of process {pid}: "
                                 f"{err.strerror or err}") from None
@@ -99,6 +99,14 @@ def target_of_pid(pid: int) -> AttachTarget:
         if link.endswith(f"/{LOCK_FILENAME}"):
             return AttachTarget(Path(link).parent, pid)
     raise NotRecorded(pid)
+
+
+def _link(fd: Path) -> str | None:
+    """Where an open file descriptor points; None for one closed while we looked."""
+    try:
+        return os.readlink(fd)
+    except FileNotFoundError:
+        return None
 
 
 class Client:

@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import re
 from collections.abc import Callable
+from pathlib import PurePath
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -44,6 +45,8 @@ def inert(value: T) -> T:
 def _inert(value: Any, depth: int) -> Any:
     if isinstance(value, str):
         return shown(value)
+    if isinstance(value, PurePath):  # a run folder named after a hostile script
+        return type(value)(shown(str(value)))
     if depth > 50 or value is None or isinstance(value, (int, float, bytes)):
         return value
     if isinstance(value, dict):
