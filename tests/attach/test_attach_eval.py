@@ -49,6 +49,8 @@ def test_the_code_reads_the_training_locals_and_writes_the_script_globals(
 def test_an_exception_comes_back_as_its_traceback(script: types.ModuleType) -> None:
     for code, last in (("1 / 0", "ZeroDivisionError: division by zero"),
                        ("raise SystemExit(3)", "SystemExit: 3"),
+                       ("raise KeyboardInterrupt('x')", "KeyboardInterrupt: x"),
+                       ("raise GeneratorExit", "GeneratorExit"),
                        ("undefined_name", "NameError: name 'undefined_name' is not defined")):
         reply = evaluate(code, None)
         assert not reply["ok"]
@@ -76,7 +78,8 @@ def test_only_the_training_threads_output_is_captured(script: types.ModuleType,
     reply = evaluate("release.set()\nother.join(5)\nprint('from the code')", None)
     assert reply["stdout"] == "from the code\n"
     assert "from another thread" in capsys.readouterr().out
-    assert sys.stdout is not None and type(sys.stdout).__name__ != "_ThreadStream"
+    print("from the program after the code")  # the stream in front sends it on, as before
+    assert capsys.readouterr().out == "from the program after the code\n"
 
 
 def test_big_output_is_cut_and_says_so(script: types.ModuleType) -> None:
@@ -114,3 +117,36 @@ def test_the_remote_script_answers_like_the_socket(tmp_path: Path) -> None:
     assert reply == {"ok": True, "state": "done", "stdout": "3\n", "stderr": "",
                      "error": None, "result": "6"}
     assert oct(os.stat(answer).st_mode & 0o777) == "0o600"
+
+
+def test_the_remote_script_keeps_the_programs_threads_and_exceptions(tmp_path: Path) -> None:
+    """The remote script's code raises KeyboardInterrupt after starting a thread that
+    prints: the answer has the traceback, the program's thread prints to the program's
+    own stdout, and the program goes on to its end."""
+    from torchleak.commands.attach_remote import remote_script
+
+    answer = tmp_path / "answer.json"
+    path = tmp_path / "eval.py"
+    code = ("import threading\n"
+            "def chatter():\n"
+            "    for i in range(300):\n"
+            "        print('chatter', i)\n"
+            "worker = threading.Thread(target=chatter)\n"
+            "worker.start()\n"
+            "print('from the code')\n"
+            "raise KeyboardInterrupt")
+    path.write_text(remote_script(code, answer))
+    program = ("def train():\n"
+               "    exec(open(%r).read(), {'__name__': 'eval'})\n"
+               "    import __main__\n"
+               "    __main__.worker.join()\n"
+               "train()\n"
+               "print('program ends')\n" % str(path))
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.endswith("chatter 299\nprogram ends\n")
+    assert "from the code" not in done.stdout
+    reply = json.loads(answer.read_text())
+    assert reply["stdout"] == "from the code\n"
+    assert reply["error"].strip().endswith("KeyboardInterrupt")

@@ -17,6 +17,7 @@ import pytest
 from torchleak.cli import main
 from torchleak.commands.attach_client import AttachTarget, Client
 from torchleak.errors import EXIT_NOPERM, EXIT_UNAVAILABLE
+from torchleak.live.control_protocol import LineReader
 
 from .attachkit import NOBODY, as_other_user, trace_rows
 
@@ -49,12 +50,19 @@ def test_another_user_cannot_connect(served: Any) -> None:
     monitor, _loop = served()
     target = AttachTarget(monitor.folder)
     outcome = as_other_user(NOBODY, lambda: Client(target).hello)
-    assert outcome.startswith("AttachRefused: permission denied"), outcome
-    # Made wider by hand, the socket still answers another user with a refusal only.
+    assert outcome.startswith("AttachRefused: ") and "not yours" in outcome, outcome
+    # Made wider by hand, the socket still answers another user (connecting without our
+    # client's own checks) with a refusal only.
     os.chmod(monitor.folder / "control.sock", 0o666)
-    outcome = as_other_user(NOBODY, lambda: Client(target).hello)
-    assert outcome.startswith("AttachRefused: the run refused: this run belongs to another "
-                              "user"), outcome
+
+    def raw_hello() -> str:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.connect(str(target.socket_path))
+            return (LineReader(sock).readline(10) or b"").decode()
+
+    outcome = json.loads(as_other_user(NOBODY, raw_hello).removeprefix("ok: "))
+    assert '"kind":"refused"' in outcome and "this run belongs to another user" in outcome, (
+        outcome)
     assert any(f"uid {NOBODY}" in e and "refused" in e for e in _attach_events(monitor))
 
 

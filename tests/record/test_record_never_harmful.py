@@ -352,3 +352,86 @@ def test_torch_compile_sees_nothing_of_torchleak(runs: RunPool) -> None:
     assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr[-3000:]
     assert recorded.proc.stdout == plain.stdout  # same graphs, same breaks, same loss
     assert "torchleak" not in recorded.proc.stderr  # no compiler warning about our code
+
+
+# Two training functions whose own view of their locals must be what it is without
+# torchleak: a dict taken by ``locals()`` before the loop keeps its names (no ``loss``
+# appears in it), and a name bound by ``exec`` stays readable after the walks.
+LOCALS_KEPT = """
+    import torch
+
+    torch.set_num_threads(1)
+
+
+    def steps(model, optimizer, grown):
+        for _ in range(40):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            grown.append(torch.zeros(4096))
+
+
+    def held_locals():
+        model = torch.nn.Linear(8, 8)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        grown = []
+        early = locals()
+        names = sorted(early)
+        for _ in range(40):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            grown.append(torch.zeros(4096))
+        print("early dict:", sorted(early) == names, sorted(set(early) - set(names)))
+
+
+    def exec_bound():
+        model = torch.nn.Linear(8, 8)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        grown = []
+        exec("bound_by_exec = 41")
+        for _ in range(40):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            grown.append(torch.zeros(4096))
+        try:
+            print("exec name:", eval("bound_by_exec"))
+        except NameError as err:
+            print("exec name:", err)
+
+
+    def waits_for_a_training_thread():
+        import threading
+
+        model = torch.nn.Linear(8, 8)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        grown = []
+        early = locals()
+        names = sorted(early)
+        worker = threading.Thread(target=steps, args=(model, optimizer, grown))
+        worker.start()
+        worker.join()
+        print("waiting thread's dict:", sorted(early) == names, sorted(set(early) - set(names)))
+
+
+    held_locals()
+    exec_bound()
+    waits_for_a_training_thread()
+"""
+
+
+def test_the_walk_leaves_a_training_functions_locals_as_they_were(workdir: Path) -> None:
+    script = write_script(workdir, "locals_kept.py", LOCALS_KEPT)
+    plain = run_python([script.name], cwd=workdir)
+    recorded = record(workdir, script, options=("--quiet",))
+    assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr
+    assert plain.stdout == ("early dict: True []\nexec name: 41\n"
+                            "waiting thread's dict: True []\n"), plain.stdout
+    assert recorded.proc.stdout == plain.stdout
+    # The walk did read both functions' locals: their growing list is a holder.
+    walked = {h for (h,) in recorded.rows("SELECT DISTINCT holder FROM holders")}
+    assert {"held_locals().grown", "exec_bound().grown"} <= walked, sorted(walked)

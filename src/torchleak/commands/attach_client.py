@@ -3,12 +3,21 @@ and exchange protocol messages (``torchleak.live.control_protocol``).
 
 Every way this can fail ends in one line that says what is going on: no such run, a run
 that has ended, a socket left by a killed process, another user's run, control off.
+
+Nothing is sent before the client knows it speaks to the run's own user: the folder must
+be ours and writable by nobody else (or another user could have put a socket there), the
+socket must be ours and the trace's owner's, and the kernel must say (``SO_PEERCRED``)
+that the process listening on it is ours.
 """
 
 from __future__ import annotations
 
+import contextlib
+import grp
 import os
+import pwd
 import socket
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +27,7 @@ from torchleak.errors import (AttachRefused, AttachUnavailable, InputNotFound,
 from torchleak.live.control_protocol import (SOCKET_NAME, LineReader, ProtocolError, decode,
                                              encode, reachable)
 from torchleak.trace.schema import LOCK_FILENAME, TRACE_FILENAME
+from torchleak.views.inert import shown
 
 CONNECT_SECONDS = 5.0  # for the run's hello: a live run answers in milliseconds
 REPLY_MARGIN = 5.0  # beyond the command's own timeout, for the reply to arrive
@@ -81,7 +91,7 @@ def target_of_pid(pid: int) -> AttachTarget:
         raise AttachRefused(f"process {pid} belongs to another user: only its own user may "
                             "attach to it")
     try:
-        links = [os.readlink(fd) for fd in (proc / "fd").iterdir()]
+        links = [link for fd in (proc / "fd").iterdir() if (link := _link(fd))]
     except OSError as err:
         raise AttachUnavailable(f"cannot list the files of process {pid}: "
                                 f"{err.strerror or err}") from None
@@ -89,6 +99,14 @@ def target_of_pid(pid: int) -> AttachTarget:
         if link.endswith(f"/{LOCK_FILENAME}"):
             return AttachTarget(Path(link).parent, pid)
     raise NotRecorded(pid)
+
+
+def _link(fd: Path) -> str | None:
+    """Where an open file descriptor points; None for one closed while we looked."""
+    try:
+        return os.readlink(fd)
+    except FileNotFoundError:
+        return None
 
 
 class Client:
@@ -106,7 +124,7 @@ class Client:
             raise
         if self.hello.get("kind") == "refused":
             self.close()
-            raise AttachRefused(f"the run refused: {self.hello.get('error')}")
+            raise AttachRefused(f"the run refused: {shown(str(self.hello.get('error')))}")
 
     def request(self, op: str, timeout: float, **fields: Any) -> dict[str, Any]:
         """Send one command and wait for its reply; Ctrl-C asks the run to cancel it."""
@@ -152,7 +170,78 @@ class Client:
         self.close()
 
 
+def check_owner(target: AttachTarget) -> None:
+    """Refuse a socket another user could have put in place: before connecting."""
+    me, folder, path = os.geteuid(), target.folder, target.socket_path
+    try:
+        where = os.stat(folder)
+        found = os.lstat(path)
+    except FileNotFoundError:
+        return  # _connect says what is missing
+    except OSError as err:
+        raise AttachUnavailable(f"cannot look at {path}: {err.strerror or err}") from None
+    if where.st_uid not in (me, 0):
+        raise AttachRefused(f"{folder} belongs to {_user(where.st_uid)}, not to you: "
+                            "attach sends code only to a run in a folder of your own")
+    shared = _writable_by_others(where)
+    if shared:
+        raise AttachRefused(f"{folder} is writable by {shared}, so the socket in it may not "
+                            f"be the run's: attach refuses to send anything there. Make it "
+                            f"private (chmod go-w {folder}) or record into a private folder "
+                            "(--out)")
+    if not stat.S_ISSOCK(found.st_mode):
+        raise AttachRefused(f"{path} is not a socket (a link or a file put there): refusing "
+                            "to connect")
+    if found.st_uid != me:
+        raise AttachRefused(f"{path} belongs to {_user(found.st_uid)}: only the run's own "
+                            "user may attach, and the socket is not yours")
+    with contextlib.suppress(OSError):
+        owner = os.lstat(target.trace).st_uid
+        if owner != me:
+            raise AttachRefused(f"the run in {folder} belongs to {_user(owner)}: only its "
+                                "own user may attach")
+
+
+def _writable_by_others(info: os.stat_result) -> str | None:
+    """Who else may create files in a folder: None, 'everyone' or 'group NAME'. A group
+    of the user's own (the user private group of most Linux systems) is not others."""
+    if info.st_mode & stat.S_IWOTH:
+        return "everyone"
+    if not info.st_mode & stat.S_IWGRP:
+        return None
+    try:
+        group = grp.getgrgid(info.st_gid)
+        mine = pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"group {info.st_gid}"
+    if group.gr_name == mine and set(group.gr_mem) <= {mine}:
+        return None
+    return f"group {group.gr_name}"
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"user {pwd.getpwuid(uid).pw_name}"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _check_peer(sock: socket.socket, target: AttachTarget) -> None:
+    """The kernel's word on who listens: the run's own user, or nothing is sent."""
+    from torchleak.live.control_socket import peer_of
+
+    try:
+        pid, uid = peer_of(sock)
+    except OSError as err:
+        raise AttachUnavailable(f"cannot tell who serves {target.socket_path}: "
+                                f"{err.strerror or err}") from None
+    if uid != os.geteuid():
+        raise AttachRefused(f"{target.socket_path} is served by process {pid} of "
+                            f"{_user(uid)}, not by your run: refusing to talk to it")
+
+
 def _connect(target: AttachTarget) -> socket.socket:
+    check_owner(target)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(CONNECT_SECONDS)
     try:
@@ -174,6 +263,11 @@ def _connect(target: AttachTarget) -> socket.socket:
         sock.close()
         raise AttachUnavailable(f"cannot connect to {target.socket_path}: "
                                 f"{err.strerror or err}") from None
+    try:
+        _check_peer(sock, target)
+    except BaseException:
+        sock.close()
+        raise
     sock.settimeout(None)
     return sock
 

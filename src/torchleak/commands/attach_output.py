@@ -1,5 +1,7 @@
 """How ``torchleak attach`` shows a run's replies: the same words and tables as the report.
 
+Every reply is made inert before it is shown (``views.inert``): what the run sends back,
+an eval's output included, reaches the terminal with its control characters escaped.
 A walk's holders are shown with their first sample in the trace (``length a -> b``, as
 the report's holder table), and the live detector's findings as the end-of-run summary
 shows findings. A snapshot reads back the census and walk it wrote.
@@ -15,10 +17,12 @@ from torchleak.commands.attach_client import AttachTarget
 from torchleak.errors import AttachRefused, AttachUnavailable, TorchleakError
 from torchleak.report import Report
 from torchleak.units import format_bytes, format_count
+from torchleak.views.inert import inert_input
 from torchleak.views.summary import finding_lines
 from torchleak.views.tabular import format_table
 
 
+@inert_input
 def check(reply: dict[str, Any], ran: bool = False) -> dict[str, Any]:
     """The reply of a command that succeeded (``ran``: or at least ran, like code that
     raised); refusals, timeouts and failures become one-line errors."""
@@ -33,6 +37,7 @@ def check(reply: dict[str, Any], ran: bool = False) -> dict[str, Any]:
     raise AttachUnavailable(error)
 
 
+@inert_input
 def show_eval(reply: dict[str, Any]) -> int:
     """stdout, stderr, the value and any traceback, each where Python would put it."""
     check(reply, ran=True)
@@ -49,6 +54,7 @@ def show_eval(reply: dict[str, Any]) -> int:
     return 0
 
 
+@inert_input
 def walk_text(reply: dict[str, Any], target: AttachTarget) -> str:
     check(reply)
     holders = reply.get("holders") or []
@@ -84,6 +90,7 @@ def _findings_lines(reply: dict[str, Any]) -> list[str]:
     return lines
 
 
+@inert_input
 def snapshot_text(reply: dict[str, Any], target: AttachTarget) -> str:
     check(reply)
     step = int(reply.get("step") or 0)
@@ -103,12 +110,14 @@ def snapshot_text(reply: dict[str, Any], target: AttachTarget) -> str:
     return "\n".join(lines)
 
 
+@inert_input
 def cleanup_text(reply: dict[str, Any]) -> str:
     check(reply)
     return f"cleanup at step {reply.get('step', 0):,}:\n" + "\n".join(
         f"  {line}" for line in str(reply.get("text") or "").splitlines())
 
 
+@inert_input
 def status_text(hello: dict[str, Any]) -> str:
     rank = f", rank {hello['rank']}" if hello.get("rank") is not None else ""
     mode = "" if hello.get("mode") == "full" else "; eval and cleanup are off in this run"

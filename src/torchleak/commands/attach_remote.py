@@ -2,8 +2,9 @@
 
 ``sys.remote_exec`` asks the target interpreter to run a script file at its next safe
 point, on its main thread. The script, written 0600 in a private 0700 folder of ours,
-runs the code in the target's ``__main__`` namespace, captures what it prints and writes
-its answer next to itself; we wait for that file. The same owner check as for recorded
+runs the code in the target's ``__main__`` namespace, captures what its thread prints (as
+the control socket does: a stream in front of each, installed once, never swapped back)
+and whatever it raises, and writes its answer next to itself; we wait for that file. The same owner check as for recorded
 runs applies (the process must be ours, see ``attach_client.target_of_pid``), and the
 kernel's own ptrace rules apply on top.
 
@@ -30,18 +31,54 @@ POLL_SECONDS = 0.05
 # and every name it makes is removed again from the namespace it runs in.
 SCRIPT = '''
 def _torchleak_attach_eval(code, answer):
-    import ast, contextlib, io, json, os, sys, traceback
+    import ast, io, json, os, sys, threading, traceback, types
+    # One router in front of each stream, installed once and never removed: swapping the
+    # streams and back while another thread prints can crash CPython. It sends only this
+    # thread's writes, while the code runs, to the answer.
+    state = sys.modules.get("_torchleak_attach_streams")
+    if state is None:
+        state = types.ModuleType("_torchleak_attach_streams")
+        state.routes, state.kept = {}, []
+
+        class Routed:
+            def __init__(self, name, original):
+                self._name, self._original = name, original
+
+            def write(self, text):
+                capture = state.routes.get((threading.get_ident(), self._name))
+                if capture is not None:
+                    return capture.write(text)
+                return self._original.write(text)
+
+            def flush(self):
+                if (threading.get_ident(), self._name) not in state.routes:
+                    self._original.flush()
+
+            def __getattr__(self, name):
+                return getattr(self._original, name)
+
+        state.Routed = Routed
+        sys.modules[state.__name__] = state
+    for name in ("stdout", "stderr"):
+        current = getattr(sys, name)
+        if current is not None and not isinstance(current, state.Routed):
+            state.kept.append(state.Routed(name, current))
+            setattr(sys, name, state.kept[-1])
+    me, out, err = threading.get_ident(), io.StringIO(), io.StringIO()
+    state.routes[(me, "stdout")], state.routes[(me, "stderr")] = out, err
     namespace = sys.modules["__main__"].__dict__
-    out, err, value, error = io.StringIO(), io.StringIO(), None, None
+    value, error = None, None
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            tree = ast.parse(code, "<attach>", "exec")
-            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            exec(compile(tree, "<attach>", "exec"), namespace)
-            if last is not None:
-                value = eval(compile(ast.Expression(last.value), "<attach>", "eval"), namespace)
-    except (Exception, SystemExit) as exc:
+        tree = ast.parse(code, "<attach>", "exec")
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, "<attach>", "exec"), namespace)
+        if last is not None:
+            value = eval(compile(ast.Expression(last.value), "<attach>", "eval"), namespace)
+    except BaseException as exc:  # the code's, never the program's
         error = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    finally:
+        state.routes.pop((me, "stdout"), None)
+        state.routes.pop((me, "stderr"), None)
     reply = {"ok": error is None, "state": "done", "stdout": out.getvalue()[:65536],
              "stderr": err.getvalue()[:65536], "error": error,
              "result": None if value is None else repr(value)[:65536]}

@@ -80,7 +80,9 @@ def execute(args: argparse.Namespace) -> int:
     monitor = Monitor(options)  # validates every option before the script starts
     monitor.start()
     if not monitor.options.quiet:
-        monitor.say(f"torchleak: recording {target.display} -> {monitor.trace}")
+        from torchleak.views.inert import shown
+
+        monitor.say(shown(f"torchleak: recording {target.display} -> {monitor.trace}"))
         for change in monitor.safe_changes:
             monitor.say(change.line())
     outcome = run_target(target)

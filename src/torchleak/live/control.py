@@ -45,9 +45,11 @@ LiveReport = Callable[[], "Report | None"]
 
 
 def start_control(recorder: Recorder, folder: Path, option: bool | None,
-                  live_report: LiveReport) -> ControlServer | None:
+                  live_report: LiveReport, say: Callable[[str], None] | None = None
+                  ) -> ControlServer | None:
     """Serve the run folder's control socket; None (and the reason in the trace) when
-    control is off or cannot be served. Never raises."""
+    control is off or cannot be served, then also one line through ``say`` unless it was
+    turned off on purpose. Never raises."""
     mode = control_mode(option)
     meta: dict[str, Any] = {"mode": mode, "protocol": PROTOCOL, "pid": os.getpid()}
     server = None
@@ -66,6 +68,9 @@ def start_control(recorder: Recorder, folder: Path, option: bool | None,
             meta["reason"] = f"{type(err).__name__}: {err}"
     if server is None:
         recorder.event("attach", "server", f"no control socket: {meta.get('reason')}")
+        if mode != "off" and say is not None:
+            say(f"torchleak: attach is off for this run: no control socket at "
+                f"{folder / SOCKET_NAME} ({meta.get('reason')}); the training goes on")
     recorder.writer.set_meta("control", meta)
     recorder.writer.flush()  # attach reads it to explain a missing socket
     return server

@@ -7,28 +7,28 @@ globals, then in builtins; a name the code assigns becomes a global of the scrip
 ``lr = 1e-4`` changes the script's ``lr``; the function's own locals are never written).
 Like the Python prompt, a final expression's value is shown.
 
-What the code prints on this thread is captured and sent back; other threads keep
-printing where they did. An exception, ``SystemExit`` included, comes back as traceback
-text and never reaches the training loop.
+What the code prints on this thread is captured and sent back (``control_streams``:
+nothing process-wide is swapped); other threads, and threads the code starts, keep
+printing where they did. Whatever the code raises, ``KeyboardInterrupt``, ``SystemExit``
+and ``GeneratorExit`` included, comes back as traceback text and never reaches the
+training loop.
 """
 
 from __future__ import annotations
 
 import ast
-import io
 import reprlib
 import sys
-import threading
 import traceback
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
 from types import FrameType, ModuleType
-from typing import IO, Any
+from typing import Any
 
 from torchleak.live.control_protocol import truncate
+from torchleak.live.control_streams import MAX_OUTPUT, captured
 
 FILENAME = "<attach>"
-MAX_OUTPUT = 64 * 1024  # characters of stdout, stderr, result and traceback sent back
 _TORCHLEAK_DIR = str(Path(__file__).resolve().parent.parent)
 
 _repr = reprlib.Repr()
@@ -38,20 +38,20 @@ _repr.maxstring = _repr.maxother = _repr.maxlong = MAX_OUTPUT
 
 
 def evaluate(code: str, frame: FrameType | None) -> dict[str, Any]:
-    """Run ``code``; {ok, stdout, stderr, result, error, frame}. Never raises an Exception."""
+    """Run ``code``; {ok, stdout, stderr, result, error, frame}. Never raises what the
+    code raised."""
     main = sys.modules.get("__main__")
     namespace = main.__dict__ if isinstance(main, ModuleType) else {}
     user = _user_frame(frame)
     scope = _Scope(_locals_of(user), namespace)
-    out, err = _Capture(), _Capture()
     result: str | None = None
     error: str | None = None
-    with _captured(out, err):
+    with captured() as (out, err):
         try:
             result = _run(code, namespace, scope)
         except SyntaxError as exc:
             error = "".join(traceback.format_exception_only(type(exc), exc))
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - never into the training loop
+        except BaseException as exc:  # noqa: BLE001 - the code's, never the training loop's
             error = _traceback_text(exc)
     scope.release()
     return {"ok": error is None, "stdout": out.text(), "stderr": err.text(),
@@ -137,62 +137,3 @@ def _traceback_text(exc: BaseException) -> str:
     while tb is not None and tb.tb_frame.f_code.co_filename != FILENAME:
         tb = tb.tb_next
     return "".join(traceback.format_exception(type(exc), exc, tb))
-
-
-class _Capture(io.StringIO):
-    """Keeps the first ``MAX_OUTPUT`` characters written and counts the rest."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dropped = 0
-
-    def write(self, text: str) -> int:
-        room = MAX_OUTPUT - self.tell()
-        if room < len(text):
-            self.dropped += len(text) - max(0, room)
-            text = text[:max(0, room)]
-        super().write(text)
-        return len(text)
-
-    def text(self) -> str:
-        value = self.getvalue()
-        return value + (f"... [{self.dropped:,} more characters]" if self.dropped else "")
-
-
-class _ThreadStream:
-    """Sends this thread's writes to a capture and every other thread's to the original."""
-
-    def __init__(self, original: IO[str] | None, capture: _Capture) -> None:
-        self._original = original
-        self._capture = capture
-        self._thread = threading.get_ident()
-
-    def write(self, text: str) -> int:
-        if threading.get_ident() == self._thread:
-            return self._capture.write(text)
-        if self._original is None:  # no stream (pythonw, closed): print() writes nothing
-            return len(text)
-        return self._original.write(text)
-
-    def flush(self) -> None:
-        if threading.get_ident() != self._thread and self._original is not None:
-            self._original.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._original, name)
-
-
-class _captured:  # noqa: N801 - a context manager used like a function
-    def __init__(self, out: _Capture, err: _Capture) -> None:
-        self._out = _ThreadStream(sys.stdout, out)
-        self._err = _ThreadStream(sys.stderr, err)
-
-    def __enter__(self) -> None:
-        sys.stdout, sys.stderr = self._out, self._err  # type: ignore[assignment]
-
-    def __exit__(self, *exc: object) -> None:
-        # The code may have set its own streams on purpose: leave those.
-        if sys.stdout is self._out:
-            sys.stdout = self._out._original
-        if sys.stderr is self._err:
-            sys.stderr = self._err._original

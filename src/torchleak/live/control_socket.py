@@ -55,6 +55,8 @@ def _clear_stale(path: Path) -> None:
     """A socket nobody answers on (a killed run's, in a reused folder) is removed."""
     if not path.exists() and not path.is_symlink():
         return
+    if path.lstat().st_uid != os.geteuid():  # not even a probe goes to another user's
+        raise FileExistsError(f"{path} exists and belongs to another user")
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         with reachable(path) as name:

@@ -260,7 +260,8 @@ class Monitor:
                             live_projection=self._projection, on_fire=self._on_guard,
                             counted=_cgroup_counter(found))
         self._guard.start()
-        self._control = start_control(recorder, self.folder, opts.control, self._live_report)
+        self._control = start_control(recorder, self.folder, opts.control, self._live_report,
+                                      say=None if opts.quiet else self.say)
         self._started = True
 
     def stop(self, status: str = RunStatus.FINISHED.value, exit_code: int | None = 0,

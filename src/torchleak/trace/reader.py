@@ -5,12 +5,18 @@ Reading must leave a run folder byte for byte as it was:
   the shared-memory file the writer itself keeps;
 - a trace nobody writes (finished, crashed, killed) with no WAL beside it is opened
   ``immutable``, so SQLite creates no ``-wal``/``-shm`` files;
-- a dead writer's leftover WAL (a killed run: its last commits live there) is read from a
-  private copy of the two files in a temporary folder, where SQLite may recover it.
+- a dead writer's leftover WAL (a killed run: its last commits live there) is read in
+  place with ``readonly_shm``: SQLite opens the shared-memory file read-only and, with
+  no writer to vouch for it, builds the WAL's index in its own memory; nothing is
+  copied and no byte changes;
+- only when that shared-memory file is missing (a folder copied without it) is the trace
+  read from a private copy of the two files, and then only when the temporary folder
+  has room for it (else one line says where to make room).
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -24,8 +30,10 @@ from urllib.parse import quote
 
 from torchleak.errors import BadInput, InputNotFound, TraceError
 from torchleak.trace.schema import LOCK_FILENAME, SCHEMA_VERSION, TRACE_FILENAME
+from torchleak.units import format_bytes
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
+_COPY_MARGIN = 1 << 20  # bytes beyond the copy itself: SQLite's own scratch
 MAX_META_VALUE = 4_000_000  # characters: a bigger value is not ours and is skipped
 
 
@@ -100,23 +108,42 @@ def open_trace(run: str | Path) -> Trace:
         uri = _uri(path, "mode=ro")
         return Trace(path, _connect(path, uri), live=True, attach_uri=uri)
     if wal.exists() and wal.stat().st_size > 0:
+        if Path(f"{path}-shm").exists():
+            uri = _uri(path, "mode=ro&readonly_shm=1")
+            return Trace(path, _connect(path, uri), live=False, attach_uri=uri)
         return _open_copy(path, wal)
     uri = _uri(path, "mode=ro&immutable=1")
     return Trace(path, _connect(path, uri), live=False, attach_uri=uri)
 
 
 def _open_copy(path: Path, wal: Path) -> Trace:
-    """A dead writer's WAL holds its last commits: read them from a private copy."""
+    """A dead writer's WAL without its shared-memory file: read it from a private copy
+    (SQLite would create the missing file beside the trace)."""
+    need = path.stat().st_size + wal.stat().st_size
+    tmp = tempfile.gettempdir()
+    if shutil.disk_usage(tmp).free < need + _COPY_MARGIN:
+        raise TraceError(_no_room(path, tmp, need))
     scratch = tempfile.mkdtemp(prefix="torchleak-read-")
     try:
         copy = Path(scratch) / TRACE_FILENAME
         shutil.copyfile(path, copy)
         shutil.copyfile(wal, f"{copy}-wal")
         conn = _connect(path, str(copy), uri=False)
-    except (OSError, TraceError):
+    except OSError as err:
+        shutil.rmtree(scratch, ignore_errors=True)
+        if err.errno == errno.ENOSPC:
+            raise TraceError(_no_room(path, tmp, need)) from None
+        raise
+    except TraceError:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
     return Trace(path, conn, live=False, attach_uri=_uri(copy, "mode=ro"), scratch=scratch)
+
+
+def _no_room(path: Path, tmp: str, need: int) -> str:
+    return (f"{path} was left by a killed run without its -shm file, so reading it needs a "
+            f"private copy ({format_bytes(need)}) and {tmp} has less room than that: set "
+            "TMPDIR to a folder with room, or free space there")
 
 
 def readonly_uri(path: Path) -> str:

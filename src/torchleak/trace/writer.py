@@ -61,7 +61,25 @@ class TraceClaimed(Exception):
 
 
 def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str)
+    return json.dumps(value, default=str)  # ASCII: a lone surrogate becomes "\\udc80"
+
+
+def _valid(text: str) -> str:
+    """``text`` as valid UTF-8: a lone surrogate (a file name's undecodable byte, an
+    eval's odd output) is written as its escape instead of failing the whole batch."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _valid_row(row: Sequence[Any]) -> Sequence[Any]:
+    if any(type(v) is str and not v.isascii() for v in row):
+        return tuple(_valid(v) if type(v) is str else v for v in row)
+    return row
 
 
 def _create_exclusively(path: Path) -> None:
@@ -189,9 +207,9 @@ class TraceWriter:
         try:
             for table, rows in self._pending.items():
                 if rows:
-                    conn.executemany(_INSERT[table], rows)
+                    conn.executemany(_INSERT[table], [_valid_row(r) for r in rows])
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                             [(k, _dumps(v)) for k, v in meta.items()])
+                             [(_valid(k), _dumps(v)) for k, v in meta.items()])
             conn.execute("COMMIT")
         except BaseException:
             try:
@@ -244,8 +262,8 @@ class TraceWriter:
                 conn.executemany(
                     "INSERT INTO findings(phase, step, kind, culprit, severity, bytes_per_step,"
                     " detected_at_step, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(phase, step, f.get("kind"), f.get("culprit"), f.get("severity"),
-                      f.get("bytes_per_step"), f.get("detected_at_step"), _dumps(f))
+                    [_valid_row((phase, step, f.get("kind"), f.get("culprit"), f.get("severity"),
+                                 f.get("bytes_per_step"), f.get("detected_at_step"), _dumps(f)))
                      for f in findings])
                 conn.execute("COMMIT")
             except Exception:  # noqa: BLE001 - the next write will report a lasting fault

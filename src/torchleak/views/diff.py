@@ -8,6 +8,7 @@ from typing import Any
 
 from torchleak.analysis.diff import CategoryChange, HolderChange, RunDiff, Side
 from torchleak.units import format_bytes, format_rate
+from torchleak.views.inert import inert_input
 from torchleak.views.renderers.details import SIGNAL_NAMES, VERDICT_TITLES, step_cost
 from torchleak.views.tabular import format_table
 
@@ -15,6 +16,7 @@ SHORT = {"main_uss": "main USS", "workers_uss": "workers USS",
          "cuda_allocated": "CUDA allocated", "cuda_reserved_unused": "CUDA reserved unused"}
 
 
+@inert_input
 def summary_line(diff: RunDiff) -> str:
     """'`epoch_logits` gone; main USS slope 118 KiB/step -> 0.2 KiB/step; peak -310 MiB'."""
     parts = [f"`{h.name}` gone" for h in diff.gone]
@@ -42,6 +44,7 @@ def _verdict(side: Side) -> str:
     return text + (f" ({side.findings})" if side.verdict == "leak" and side.findings else "")
 
 
+@inert_input
 def diff_text(diff: RunDiff) -> str:
     a, b = diff.a, diff.b
     lines = [f"torchleak diff: A {a.name} ({a.status}, {a.steps:,} steps) -> "

@@ -6,9 +6,11 @@ from typing import Any
 
 from torchleak.report import Report
 from torchleak.units import format_bytes, format_duration
+from torchleak.views.inert import inert_input
 from torchleak.views.summary import finding_lines
 
 
+@inert_input
 def format_warning(report: Report, again: bool = False) -> str:
     """One compact block: the holder, the measured rate, the time to the limit, the source
     line and the fix, for the top finding (and a count of the others)."""
@@ -23,6 +25,7 @@ def format_warning(report: Report, again: bool = False) -> str:
     return "\n".join(lines)
 
 
+@inert_input
 def format_guard(event: Any) -> str:
     when = (f", limit projected in ~{format_duration(event.seconds_to_limit)}"
             if event.seconds_to_limit is not None else "")

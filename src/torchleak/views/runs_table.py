@@ -7,6 +7,7 @@ from typing import Any
 
 from torchleak.analysis.runs import RunSummary
 from torchleak.units import format_bytes, format_time, number
+from torchleak.views.inert import inert_input
 from torchleak.views.tabular import format_table
 
 
@@ -23,6 +24,7 @@ def _verdict(run: RunSummary) -> str:
     return text
 
 
+@inert_input
 def runs_table(runs: list[RunSummary]) -> str:
     with_cuda = any(r.peak_cuda for r in runs)
     with_ranks = any(r.ranks > 1 for r in runs)

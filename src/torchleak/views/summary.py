@@ -7,6 +7,7 @@ from pathlib import Path
 from torchleak.analysis.breakdown import GROWS
 from torchleak.report import Finding, Report
 from torchleak.units import format_bytes
+from torchleak.views.inert import inert_input
 from torchleak.views.renderers.details import (guard_text, live_text, oom_text, overhead_text,
                                                pattern_text, rate_text)
 
@@ -14,6 +15,7 @@ _MAX_FINDINGS = 3
 _HEADS = {"leak": "LEAK", "no_leak": "no leak", "inconclusive": "inconclusive"}
 
 
+@inert_input
 def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
     more = indent + "    "
     lines = [f"{indent}[{f.severity}] {f.culprit}", f"{more}rate {rate_text(f)}"]
@@ -36,6 +38,7 @@ def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
     return lines
 
 
+@inert_input
 def format_summary(report: Report, trace: Path | None) -> str:
     head = _HEADS.get(report.verdict, report.verdict)
     lines = [f"torchleak: {head} after {report.steps:,} steps - {report.reason}"]

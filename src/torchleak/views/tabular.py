@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from torchleak.views.inert import shown
+
 
 def cell(value: Any) -> str:
     if value is None:
@@ -13,7 +15,7 @@ def cell(value: Any) -> str:
         return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
     if isinstance(value, bytes):
         return f"<{len(value)} bytes>"
-    return str(value)
+    return shown(str(value))  # a query's text comes from the trace as it was
 
 
 def format_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], footer: str | None = None) -> str:

@@ -12,6 +12,7 @@ from rich.text import Text
 
 from torchleak.report import Finding, Report
 from torchleak.units import format_duration, format_time, format_value
+from torchleak.views.inert import inert_input
 from torchleak.views.renderers.details import guard_text, signal_last, signal_rate, status_of
 from torchleak.views.sparkline import sparkline
 from torchleak.views.summary import finding_lines
@@ -20,6 +21,7 @@ STATUS_STYLES = {"running": "bold green", "finished": "bold blue", "crashed": "b
                  "killed": "bold red", "stopped": "bold yellow"}
 
 
+@inert_input
 def render_frame(report: Report, interval: float, polled_at: float) -> RenderableType:
     return Group(_header(report), _signals(report), _verdict(report),
                  _footer(report, interval, polled_at))
@@ -108,6 +110,7 @@ def _footer(report: Report, interval: float, polled_at: float) -> Text:
     return text
 
 
+@inert_input
 def frame_text(report: Report, interval: float, polled_at: float) -> str:
     """The same frame as plain text, every value in full (``top --once`` into a pipe)."""
     from torchleak.views.tabular import format_table

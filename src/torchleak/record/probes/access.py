@@ -9,9 +9,10 @@ the builtin base type (``list.__len__(obj)``, ``dict.items(obj)``), tests types 
 attributes from the instance dict or slot descriptors only.
 
 Frames get the same care: on Python <= 3.12 reading a function frame's ``f_locals``
-stores a snapshot dict of its locals *on the frame*, which keeps a local alive after the
-program deletes it, until the next read. ``frame_locals`` copies the values out and
-empties that snapshot when nobody else holds it.
+writes a snapshot of its locals into the dict ``locals()`` returns in that frame (a dict
+the program may hold, and where ``exec`` keeps the names it binds), and keeps a local
+alive after the program deletes it. ``frame_locals`` reads the slots of the frames of its
+own thread instead (``fastlocals``), and other frames only where that cannot be seen.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ import sys
 from collections.abc import Iterator
 from types import FrameType, MemberDescriptorType
 from typing import Any
+
+from torchleak.record.probes import fastlocals
 
 _DEQUE = collections.deque
 # The builtin container types, most derived first where it matters (none derive here).
@@ -153,15 +156,40 @@ def type_name(obj: Any) -> str:
 
 
 def frame_locals(frame: FrameType) -> dict[str, Any]:
-    """A copy of a frame's local variables that leaves nothing pinned on the frame."""
-    if _PEP667 or not frame.f_code.co_flags & inspect.CO_OPTIMIZED:
+    """A copy of a frame's local variables that changes nothing the program can see.
+
+    Python <= 3.12: a function frame's ``f_locals`` writes into the dict ``locals()``
+    returns there. The frames of this thread's own stack (suspended under us: the
+    training function) have their slots read directly (``fastlocals``). A frame another
+    thread may run at any moment (its own stack, a generator) could change under such a
+    read, so it goes through ``f_locals`` only when its code never looks at its own
+    locals (no ``locals``, ``vars``, ``dir``, ``exec`` or ``eval`` in it) and the snapshot
+    is emptied again; otherwise its locals are not read ({})."""
+    code = frame.f_code
+    if _PEP667 or not code.co_flags & inspect.CO_OPTIMIZED:
         # 3.13+: a live view. Module and class bodies: the namespace dict itself.
         return dict(frame.f_locals)
+    if fastlocals.available and _on_this_stack(frame):
+        return fastlocals.read(frame)
+    if not _LOOKS_AT_LOCALS.isdisjoint(code.co_names):
+        return {}
     snapshot = frame.f_locals
     copy = dict(snapshot)
     # References: the frame's own pointer, `snapshot`, and getrefcount's argument. More
-    # means the program holds this dict (`x = locals()`): leave it as it is.
+    # means someone holds this dict: leave it as it is.
     if sys.getrefcount(snapshot) <= 3:
         snapshot.clear()
     del snapshot
     return copy
+
+
+_LOOKS_AT_LOCALS = frozenset({"locals", "vars", "dir", "exec", "eval"})
+
+
+def _on_this_stack(frame: FrameType) -> bool:
+    here: FrameType | None = sys._getframe(1)
+    while here is not None:
+        if here is frame:
+            return True
+        here = here.f_back
+    return False

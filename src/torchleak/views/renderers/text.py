@@ -13,6 +13,7 @@ from rich.text import Text
 
 from torchleak.report import Finding, Report
 from torchleak.units import format_value
+from torchleak.views.inert import inert_input
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.breakdown import breakdown_rows
 from torchleak.views.renderers.details import (finding_facts, guard_text, live_text, holder_rows,
@@ -43,6 +44,7 @@ class TextRenderer(Renderer):
         return buffer.getvalue()
 
 
+@inert_input
 def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
     title, reason = verdict_parts(report)
     name = report.run.get("name") or "run"
@@ -102,6 +104,7 @@ def _holder_table(report: Report) -> str:
     return format_table(["holder", "kind", "length", "own size", "steps"], rows).rstrip("\n")
 
 
+@inert_input
 def finding_lines(finding: Finding) -> list[Text]:
     head = Text(f"{finding.severity.upper()} ", style=SEVERITY_STYLES.get(finding.severity, ""))
     head.append(f"{finding.kind}: {finding.culprit}", style="bold")
