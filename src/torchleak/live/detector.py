@@ -32,8 +32,10 @@ TICK = 0.1  # how often the detector looks at the step count (a few microseconds
 # Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
 # warned about while it is still early, not two seconds (thousands of steps) later.
 EARLY_STEPS = (16, 32, 64, 128, 256, 512)
-# While a finding is suspected, passes also come each time the run grows by this factor
-# (at least this many steps): a call waits for an epoch end or a doubling of the run.
+# Passes also come each time the run grows by STEP_GROWTH, by RECHECK_GROWTH while a
+# finding is suspected (at least RECHECK_MIN_STEPS steps): a call waits for an epoch end
+# or a doubling of the run, and a fast loop makes thousands of steps between timed passes.
+STEP_GROWTH = 1.5
 RECHECK_GROWTH = 1.2
 RECHECK_MIN_STEPS = 8
 
@@ -131,9 +133,11 @@ class LiveDetector:
             if key in self.first_fired and finding.serious:
                 finding.called = finding.called or "called earlier in the run"
         _live_verdict(report, self.suspected)
-        # Suspects wait for evidence that comes with steps: look again as the run grows.
+        # Evidence comes with steps: look again as the run grows, sooner while a finding
+        # is suspected (a fast loop may run for thousands of steps between timed passes).
         waiting = any(f.serious and not f.called for f in report.findings)
-        self._recheck_at = _recheck_step(data.steps) if waiting else None
+        self._recheck_at = _recheck_step(data.steps, RECHECK_GROWTH if waiting
+                                         else STEP_GROWTH)
         self._writer.replace_findings("live", data.steps, [asdict(f) for f in report.findings])
         self._writer.set_meta("live", {"step": data.steps, "verdict": report.verdict,
                                        "reason": report.reason, "t": time.time(),
@@ -151,10 +155,10 @@ class LiveDetector:
         return "called" if self.calls else "suspected" if self.suspected else "none"
 
 
-def _recheck_step(steps: int) -> float:
-    """The next look at suspects: the run grown by ``RECHECK_GROWTH``, and never past the
-    first step a call by doubling becomes possible."""
-    step = max(steps + RECHECK_MIN_STEPS, steps * RECHECK_GROWTH)
+def _recheck_step(steps: int, growth: float) -> float:
+    """The next step-driven pass: the run grown by ``growth``, and never past the first
+    step a call by doubling becomes possible."""
+    step = max(steps + RECHECK_MIN_STEPS, steps * growth)
     first_call = 2 * MIN_DOUBLING_STEPS
     return first_call if steps < first_call < step else step
 
