@@ -62,9 +62,9 @@ def format_summary(report: Report, trace: Path | None) -> str:
                          f"{format_bytes(change['saved_bytes'])} in {change.get('trims')} trims")
     if report.overhead:
         lines.append(f"torchleak: its own cost {overhead_text(report.overhead)}")
-    if trace is not None and report.ranks:
+    if trace is not None and report.job:
         run = trace.parent.parent  # rank<N>/trace.sqlite in the run folder
-        lines.append(f"torchleak: traces of {len(report.ranks)} ranks in {run}  "
+        lines.append(f"torchleak: traces of {report.job.get('ranks')} ranks in {run}  "
                      f"(torchleak report {run})")
     elif trace is not None:
         lines.append(f"torchleak: trace {trace}  (torchleak report {trace.parent})")

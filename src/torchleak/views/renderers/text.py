@@ -16,7 +16,7 @@ from torchleak.units import format_value
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.breakdown import breakdown_rows
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
-                                               metadata_rows, rank_rows, signal_last,
+                                               job_lines, metadata_rows, rank_rows, signal_last,
                                                signal_rate, status_of, verdict_parts)
 from torchleak.views.sparkline import sparkline
 from torchleak.views.tabular import format_table
@@ -56,8 +56,10 @@ def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
         lines.append(Text(guard, style="bold red"))
     lines += [Text(f"--safe: {value}", style="dim") for key, value in metadata_rows(report)
               if key == "--safe"]
+    if report.job:
+        lines += [Text(""), Text("ranks", style="bold"), *map(Text, job_lines(report))]
     if report.ranks:
-        lines += [Text(""), Text("ranks", style="bold"), Text(_rank_table(report))]
+        lines += [Text(""), Text("leaking ranks", style="bold"), Text(_rank_table(report))]
     lines += [Text(""), Text("memory over steps", style="bold"), Text(_signal_table(report,
                                                                                   spark_width))]
     if report.breakdown:
@@ -83,9 +85,10 @@ def _signal_table(report: Report, spark_width: int) -> str:
 
 
 def _rank_table(report: Report) -> str:
-    rows = [[r["rank"], r["verdict"], r["steps"], r["growth"], r["top"]]
+    rows = [[r["rank"], r["status"], r["steps"], r["growth"], r["top"], r["source"]]
             for r in rank_rows(report)]
-    return format_table(["rank", "verdict", "steps", "growth", "top finding"], rows).rstrip("\n")
+    return format_table(["rank", "status", "steps", "growth", "top finding", "judged"],
+                        rows).rstrip("\n")
 
 
 def _breakdown_table(report: Report) -> str:
