@@ -48,6 +48,44 @@ def job_report(run: RunFolder, workers: int | None = None) -> Report:
     return main
 
 
+def job_view(run: RunFolder, workers: int | None = None) -> Report:
+    """The job as ``top`` shows it: stored and live judgements only, no rank analysed and
+    no steps read, so a refresh costs a metadata read per rank."""
+    from torchleak.analysis.verdict import run_info
+
+    digests = digest_ranks(run, analyse=False, scan=False, workers=workers)
+    leaking = sorted((d for d in digests if d.leaks), key=lambda d: -d.rate)
+    meta: dict[str, Any] = {}
+    try:
+        with open_trace(run.traces[0]) as opened:
+            meta = trace_digest.small_meta(opened.conn)
+    except Exception:  # noqa: BLE001 - rank 0 unreadable: the others still speak
+        pass
+    running = any(d.status == "running" for d in digests)
+    report = Report(verdict="leak" if leaking else _common_verdict(digests),
+                    steps=max(d.steps for d in digests), run=run_info(meta),
+                    findings=[_of_rank(d.rank, f) for d in leaking[:1] for f in d.findings],
+                    source="live" if running else "final")
+    report.job = job_summary(digests)
+    report.ranks = [rank_line(d) for d in leaking]
+    report.reason = ranks_sentence(report.job, report.ranks)
+    report.run.update(status="running" if running else _common_status(digests),
+                      trace=str(run.traces[0]), name=run.name,
+                      judged=any(d.verdict != "-" for d in digests))
+    return report
+
+
+def _common_verdict(digests: list[RankDigest]) -> str:
+    verdicts = {d.verdict for d in digests}
+    return "no_leak" if verdicts == {"no_leak"} else "inconclusive"
+
+
+def _common_status(digests: list[RankDigest]) -> str:
+    """A job that is no longer running: killed when any rank was, else rank 0's status."""
+    statuses = [d.status for d in digests]
+    return "killed" if "killed" in statuses else statuses[0]
+
+
 def _main_report(trace: Path, first: RankDigest) -> Report:
     """Rank 0's report: stored or analysed (``trace_report``), or its live judgement as is."""
     from torchleak.analysis.runs import trace_report

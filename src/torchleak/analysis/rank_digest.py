@@ -63,10 +63,13 @@ class RankDigest:
         return float(top if top is not None else self.main_uss_slope or 0.0)
 
 
-def digest_rank(trace: Path, rank: int | None, analyse: bool = True) -> RankDigest:
-    """One rank's digest; an unreadable trace becomes a digest saying why, never raises."""
+def digest_rank(trace: Path, rank: int | None, analyse: bool = True,
+                scan: bool = True) -> RankDigest:
+    """One rank's digest; an unreadable trace becomes a digest saying why, never raises.
+    ``analyse`` off: never analyse a rank (stored judgements only); ``scan`` off: nor read
+    its steps (a live rank's growth and peak stay unknown), for ``top`` and ``ls``."""
     try:
-        return _digest(trace, rank, analyse)
+        return _digest(trace, rank, analyse, scan)
     except (TorchleakError, OSError, ValueError, TypeError, RecursionError, MemoryError) as err:
         return RankDigest(rank, str(trace), "unreadable", error=_first_line(err))
     except Exception as err:  # noqa: BLE001 - one bad rank never hides the others
@@ -74,7 +77,7 @@ def digest_rank(trace: Path, rank: int | None, analyse: bool = True) -> RankDige
                           error=f"{type(err).__name__}: {_first_line(err)}")
 
 
-def _digest(trace: Path, rank: int | None, analyse: bool) -> RankDigest:
+def _digest(trace: Path, rank: int | None, analyse: bool, scan: bool) -> RankDigest:
     from torchleak.analysis.runs import near_limit
 
     with open_trace(trace) as opened:
@@ -86,7 +89,7 @@ def _digest(trace: Path, rank: int | None, analyse: bool) -> RankDigest:
         if stored is not None:
             _from_stored(found, stored, conn)
         elif not analyse or _live_stands(meta.get("live"), found.steps, conn):
-            _from_live(found, meta.get("live"), conn)
+            _from_live(found, meta.get("live"), conn, scan)
         else:
             _from_analysis(found, conn)
     found.near_limit = status is RunStatus.KILLED and near_limit(meta, found.main_rss_peak)
@@ -113,9 +116,11 @@ def _live_stands(live: Any, steps: int, conn: Any) -> bool:
     return slope is not None and slope * after < MIN_MEMORY_GROWTH[Signal.MAIN_USS]
 
 
-def _from_live(found: RankDigest, live: Any, conn: Any) -> None:
-    growth = digest.main_growth(conn, found.steps)
-    found.main_uss_slope, found.main_rss_peak = growth["main_uss_slope"], growth["main_rss_peak"]
+def _from_live(found: RankDigest, live: Any, conn: Any, scan: bool) -> None:
+    if scan:
+        growth = digest.main_growth(conn, found.steps)
+        found.main_uss_slope = growth["main_uss_slope"]
+        found.main_rss_peak = growth["main_rss_peak"]
     if not isinstance(live, dict) or not live.get("verdict"):
         return  # not judged yet (a rank that just started, or ``analyse`` off)
     found.verdict, found.reason, found.source = str(live["verdict"]), str(
@@ -154,10 +159,10 @@ def _first_line(err: BaseException) -> str:
     return (str(err).splitlines() or [""])[0][:300]
 
 
-def digest_ranks(run: RunFolder, analyse: bool = True,
+def digest_ranks(run: RunFolder, analyse: bool = True, scan: bool = True,
                  workers: int | None = None) -> list[RankDigest]:
     """Every rank's digest, rank order; many ranks are read by a pool of processes."""
-    jobs = [(trace, run.rank_of(trace), analyse) for trace in run.traces]
+    jobs = [(trace, run.rank_of(trace), analyse, scan) for trace in run.traces]
     workers = workers if workers is not None else (os.cpu_count() or 1)
     if len(jobs) < POOL_FROM or workers <= 1:
         return [digest_rank(*job) for job in jobs]
@@ -168,5 +173,5 @@ def digest_ranks(run: RunFolder, analyse: bool = True,
         return list(pool.map(_digest_job, jobs, chunksize=chunk))
 
 
-def _digest_job(job: tuple[Path, int | None, bool]) -> RankDigest:
+def _digest_job(job: tuple[Path, int | None, bool, bool]) -> RankDigest:
     return digest_rank(*job)

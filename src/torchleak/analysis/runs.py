@@ -152,7 +152,7 @@ def _job_line(run: RunFolder) -> dict[str, Any]:
     from torchleak.analysis.job import compress_ranks
     from torchleak.analysis.rank_digest import digest_ranks
 
-    digests = digest_ranks(run, analyse=False)
+    digests = digest_ranks(run, analyse=False, scan=False)
     counts: dict[str, int] = {}
     for d in digests:
         counts[d.status] = counts.get(d.status, 0) + 1
