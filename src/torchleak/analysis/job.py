@@ -21,7 +21,8 @@ from torchleak.trace.catalog import RunFolder
 from torchleak.trace.reader import open_trace
 from torchleak.units import format_bytes
 
-NAMED_RANKS = 8  # leaking ranks whose findings (and USS line) the report carries in full
+FINDINGS = 6  # distinct findings of the leaking ranks carried in full (the worst first)
+CHARTED_RANKS = 4  # leaking ranks drawn beside rank 0 on the "main USS per rank" chart
 NAMED_IN_REASON = 4
 RANKS_TEXT = 120  # characters of a compressed rank list before it is cut
 
@@ -34,16 +35,15 @@ def job_report(run: RunFolder, workers: int | None = None) -> Report:
     leaking = sorted((d for d in digests if d.leaks), key=lambda d: -d.rate)
     main.job = job_summary(digests)
     main.ranks = [rank_line(d) for d in leaking]
-    named = leaking[:NAMED_RANKS]
     if leaking and main.verdict != "leak":
         main.verdict = "leak"
-    main.findings = [_of_rank(digests[0].rank, f) for f in main.findings] + [
-        _of_rank(d.rank, f) for d in named if d is not digests[0] for f in d.findings]
+    others = [d for d in leaking if d is not digests[0]]
+    main.findings = [_of_ranks([digests[0].rank], f) for f in main.findings] + _grouped(others)
     main.findings.sort(key=lambda f: not f.serious)
     main.reason = ranks_sentence(main.job, main.ranks) + (
         f"; rank {digests[0].rank}: {digests[0].reason}" if digests[0].reason else "")
     main.steps = max(d.steps for d in digests)
-    charted = [digests[0]] + [d for d in named if d is not digests[0]]
+    charted = [digests[0]] + others[:CHARTED_RANKS]
     main.signals += [s for s in map(_rank_signal, charted) if s is not None]
     return main
 
@@ -64,7 +64,7 @@ def job_view(run: RunFolder, workers: int | None = None) -> Report:
     running = any(d.status == "running" for d in digests)
     report = Report(verdict="leak" if leaking else _common_verdict(digests),
                     steps=max(d.steps for d in digests), run=run_info(meta),
-                    findings=[_of_rank(d.rank, f) for d in leaking[:1] for f in d.findings],
+                    findings=[_of_ranks([d.rank], f) for d in leaking[:1] for f in d.findings],
                     source="live" if running else "final")
     report.job = job_summary(digests)
     report.ranks = [rank_line(d) for d in leaking]
@@ -195,10 +195,25 @@ def _rank(d: RankDigest) -> int:
     return d.rank if d.rank is not None else -1
 
 
-def _of_rank(rank: int | None, finding: Finding) -> Finding:
-    if finding.culprit.startswith(f"rank {rank}: "):
+def _grouped(leaking: list[RankDigest]) -> list[Finding]:
+    """The leaking ranks' serious findings, one per holder: ranks that leak through the same
+    holder (the same code on every rank) share one finding, named with all their ranks."""
+    groups: dict[tuple[str, str], tuple[Finding, list[int | None]]] = {}
+    for d in leaking:
+        for finding in d.findings:
+            key = (finding.kind, finding.holder_path or finding.signal or finding.culprit)
+            if key not in groups:
+                groups[key] = (finding, [])
+            groups[key][1].append(d.rank)
+    return [_of_ranks(ranks, finding) for finding, ranks in list(groups.values())[:FINDINGS]]
+
+
+def _of_ranks(ranks: list[int | None], finding: Finding) -> Finding:
+    named = compress_ranks([r for r in ranks if r is not None], 60)
+    label = f"rank{'s' if len(ranks) > 1 else ''} {named}: "
+    if finding.culprit.startswith(label):
         return finding
-    return dataclasses.replace(finding, culprit=f"rank {rank}: {finding.culprit}")
+    return dataclasses.replace(finding, culprit=label + finding.culprit)
 
 
 def _rank_signal(d: RankDigest) -> Signal | None:

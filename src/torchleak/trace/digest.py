@@ -3,8 +3,7 @@
 A job of a thousand ranks cannot afford to parse every rank's stored report or stream
 every rank's rows into Python. These queries let SQLite do the work in C, one pass each:
 the small metadata keys (never the big stored report), a few fields of the stored report
-(``json_extract``), and the main process' memory over the steps summed for a straight-line
-fit (``main_growth``).
+(``json_extract``), and the main process' memory peak and growth (``main_growth``).
 """
 
 from __future__ import annotations
@@ -15,7 +14,6 @@ from typing import Any
 from torchleak.trace.reader import parse_json
 
 BIG_META = ("report",)  # keys whose values are whole reports: read in parts, never whole
-_MIB = 1048576.0
 
 
 def small_meta(conn: sqlite3.Connection) -> dict[str, Any]:
@@ -43,24 +41,38 @@ def report_parts(conn: sqlite3.Connection) -> dict[str, Any] | None:
             "reason": str(reason or ""), "main_uss_slope": _num(slope), "main_rss_peak": _num(peak)}
 
 
-def main_growth(conn: sqlite3.Connection, last_step: int,
-                start: int | None = None) -> dict[str, float | None]:
-    """One pass over the steps: the RSS peak and the least-squares slope (bytes/step) of the
-    main process' USS after ``start`` (default: the second half; the first is warm-up)."""
+def main_growth(conn: sqlite3.Connection, last_step: int, start: int | None = None,
+                points: int = 512, tail: int = 256) -> dict[str, float | None]:
+    """The main process' RSS peak and USS slope (bytes/step, least squares, after ``start``;
+    default the second half, the first being warm-up), from steps looked up by key: at most
+    ``points`` evenly spaced ones over the whole run and as many after ``start``, and every
+    one of the last ``tail`` steps (where a killed run's peak is). A full pass over a long
+    trace costs ten times more; the peak is then the highest of the steps looked at."""
     start = last_step // 2 if start is None else start
-    mid = (start + last_step) / 2.0  # centred steps keep the sums exact enough in doubles
-    row = conn.execute(
-        "SELECT MAX(rss), COUNT(uss) FILTER (WHERE step > :s), "
-        "TOTAL(step - :m) FILTER (WHERE step > :s AND uss IS NOT NULL), "
-        "TOTAL(uss / :u) FILTER (WHERE step > :s), "
-        "TOTAL((step - :m) * (uss / :u)) FILTER (WHERE step > :s), "
-        "TOTAL((step - :m) * (step - :m)) FILTER (WHERE step > :s AND uss IS NOT NULL) "
-        "FROM steps", {"s": start, "m": mid, "u": _MIB}).fetchone()
-    peak, n, sx, sy, sxy, sxx = row
-    slope = None
-    if n and n >= 3 and (n * sxx - sx * sx) > 0:
-        slope = (n * sxy - sx * sy) / (n * sxx - sx * sx) * _MIB
-    return {"main_rss_peak": _num(peak), "main_uss_slope": slope}
+    wanted = _spaced(0, last_step, points) | _spaced(start, last_step, points)
+    found = conn.execute("SELECT step, rss, uss FROM steps WHERE step IN (%s)"
+                         % ",".join("?" * len(wanted)), sorted(wanted)).fetchall() \
+        if wanted else []
+    found += conn.execute("SELECT step, rss, uss FROM steps WHERE step > ?",
+                          (max(last_step - tail, 0),)).fetchall()
+    peak = max((r[1] for r in found if _num(r[1]) is not None), default=None)
+    fit = [(step, uss) for step, _rss, uss in found if isinstance(step, int) and step > start]
+    return {"main_rss_peak": _num(peak), "main_uss_slope": _slope(fit)}
+
+
+def _spaced(start: int, last: int, points: int) -> set[int]:
+    span = max(0, last - start)
+    return {start + 1 + (i * span) // points for i in range(min(points, span))}
+
+
+def _slope(found: list[tuple[Any, Any]]) -> float | None:
+    pairs = [(float(x), float(y)) for x, y in found if _num(x) is not None and _num(y) is not None]
+    if len(pairs) < 3:
+        return None
+    mx = sum(x for x, _ in pairs) / len(pairs)
+    my = sum(y for _, y in pairs) / len(pairs)
+    sxx = sum((x - mx) ** 2 for x, _ in pairs)
+    return sum((x - mx) * (y - my) for x, y in pairs) / sxx if sxx > 0 else None
 
 
 def main_uss_points(conn: sqlite3.Connection, points: int = 400) -> tuple[list[float],
