@@ -27,10 +27,12 @@ NAMED_IN_REASON = 4
 RANKS_TEXT = 120  # characters of a compressed rank list before it is cut
 
 
-def job_report(run: RunFolder, workers: int | None = None) -> Report:
+def job_report(run: RunFolder, workers: int | None = None,
+               known: dict[int | None, RankDigest] | None = None) -> Report:
     """The job's report: rank 0's, with the job's summary in ``job``, the leaking ranks in
-    ``ranks``, their serious findings and their main USS on one chart."""
-    digests = digest_ranks(run, workers=workers)
+    ``ranks``, their serious findings and their main USS on one chart. ``known``: digests
+    of finished ranks read already (rank 0's end-of-job wait)."""
+    digests = digest_ranks(run, workers=workers, known=known)
     main = _main_report(run.traces[0], digests[0])
     leaking = sorted((d for d in digests if d.leaks), key=lambda d: -d.rate)
     main.job = job_summary(digests)

@@ -33,6 +33,9 @@ from torchleak.trace.reader import open_trace
 from torchleak.vocab import RunStatus, Signal
 
 LIVE_TAIL = (64, 0.1)  # steps after the live judgement that are "few": 64, or 10% of it
+# What a digest needs of the metadata: the status and whether its writer lives, the live
+# judgement, the limits a killed rank's peak is compared with.
+META_KEYS = ("status", "pid", "hostname", "live", "limit", "cgroup_limit", "ram_total")
 POOL_FROM = 16  # fewer ranks are read in this process (a pool costs more to start)
 
 
@@ -82,7 +85,7 @@ def _digest(trace: Path, rank: int | None, analyse: bool, scan: bool) -> RankDig
 
     with open_trace(trace) as opened:
         conn = opened.conn
-        meta = digest.small_meta(conn)
+        meta = digest.small_meta(conn, META_KEYS)
         status = run_status(meta, trace)
         found = RankDigest(rank, str(trace), status.value, steps=rows.last_step(conn))
         stored = digest.report_parts(conn) if status is not RunStatus.RUNNING else None
@@ -160,17 +163,24 @@ def _first_line(err: BaseException) -> str:
 
 
 def digest_ranks(run: RunFolder, analyse: bool = True, scan: bool = True,
-                 workers: int | None = None) -> list[RankDigest]:
-    """Every rank's digest, rank order; many ranks are read by a pool of processes."""
-    jobs = [(trace, run.rank_of(trace), analyse, scan) for trace in run.traces]
+                 workers: int | None = None,
+                 known: dict[int | None, RankDigest] | None = None) -> list[RankDigest]:
+    """Every rank's digest, rank order; many ranks are read by a pool of processes.
+    ``known``: digests already read of finished ranks (their stored report), not read again."""
+    known = {r: d for r, d in (known or {}).items() if d.source == "final"}
+    jobs = [(trace, run.rank_of(trace), analyse, scan) for trace in run.traces
+            if run.rank_of(trace) not in known]
     workers = workers if workers is not None else (os.cpu_count() or 1)
     if len(jobs) < POOL_FROM or workers <= 1:
-        return [digest_rank(*job) for job in jobs]
-    # fork is cheap, but never fork a process that has torch (and its threads) loaded.
-    context = get_context("spawn" if "torch" in sys.modules else "fork")
-    chunk = max(1, len(jobs) // (workers * 8))
-    with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-        return list(pool.map(_digest_job, jobs, chunksize=chunk))
+        read = [digest_rank(*job) for job in jobs]
+    else:
+        # fork is cheap, but never fork a process that has torch (and its threads) loaded.
+        context = get_context("spawn" if "torch" in sys.modules else "fork")
+        chunk = max(1, len(jobs) // (workers * 8))
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            read = list(pool.map(_digest_job, jobs, chunksize=chunk))
+    found = {d.rank: d for d in read}
+    return [known.get(rank) or found[rank] for rank in map(run.rank_of, run.traces)]
 
 
 def _digest_job(job: tuple[Path, int | None, bool, bool]) -> RankDigest:

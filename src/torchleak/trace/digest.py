@@ -16,11 +16,20 @@ from torchleak.trace.reader import parse_json
 BIG_META = ("report",)  # keys whose values are whole reports: read in parts, never whole
 
 
-def small_meta(conn: sqlite3.Connection) -> dict[str, Any]:
-    """Every meta key except the stored report (and anything too large to be ours)."""
-    rows = conn.execute("SELECT key, value FROM meta WHERE key NOT IN (%s) AND length(value) "
-                        "< 100000" % ",".join("?" * len(BIG_META)), BIG_META).fetchall()
+def small_meta(conn: sqlite3.Connection, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The meta keys named (default: every key but the stored report), each small."""
+    if keys is None:
+        sql = "SELECT key, value FROM meta WHERE key NOT IN (%s) AND length(value) < 100000"
+        params: tuple[str, ...] = BIG_META
+    else:
+        sql, params = "SELECT key, value FROM meta WHERE key IN (%s) AND length(value) < 100000", keys
+    rows = conn.execute(sql % ",".join("?" * len(params)), params).fetchall()
     return {k: parse_json(v) for k, v in rows if isinstance(k, str) and v is not None}
+
+
+def has_report(conn: sqlite3.Connection) -> bool:
+    """Whether the run stored its final report (without reading it)."""
+    return conn.execute("SELECT 1 FROM meta WHERE key = 'report'").fetchone() is not None
 
 
 def report_parts(conn: sqlite3.Connection) -> dict[str, Any] | None:
@@ -77,11 +86,12 @@ def _slope(found: list[tuple[Any, Any]]) -> float | None:
 
 def main_uss_points(conn: sqlite3.Connection, points: int = 400) -> tuple[list[float],
                                                                          list[float]]:
-    """The main process' USS at most ``points`` points: the trough of each bucket of steps."""
+    """The main process' USS at ``points`` evenly spaced steps (looked up by key) and the
+    last one: a line to draw beside the other ranks', not a series to judge."""
     last = conn.execute("SELECT MAX(step) FROM steps").fetchone()[0] or 0
-    bucket = max(1, -(-int(last) // points))
-    found = conn.execute("SELECT MIN(step), MIN(uss) FROM steps WHERE uss IS NOT NULL "
-                         "GROUP BY step / ? ORDER BY 1", (bucket,)).fetchall()
+    wanted = sorted(_spaced(0, int(last), points) | {int(last)})
+    found = conn.execute("SELECT step, uss FROM steps WHERE uss IS NOT NULL AND step IN (%s) "
+                         "ORDER BY step" % ",".join("?" * len(wanted)), wanted).fetchall()
     return [float(s) for s, _ in found], [float(u) for _, u in found]
 
 
