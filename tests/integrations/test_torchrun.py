@@ -107,7 +107,8 @@ def killed_copy(launch: Path, folder: Path, ranks: dict[int, int] | None = None)
             shutil.copyfile(launch / f"rank{source}" / name, folder / f"rank{rank}" / name)
     for trace in folder.glob("rank*/trace.sqlite"):
         conn = sqlite3.connect(trace)
-        report = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'report'").fetchone()[0])
+        stored = conn.execute("SELECT value FROM meta WHERE key = 'report'").fetchone()[0]
+        report = json.loads(stored)
         live = {"step": report["steps"], "verdict": report["verdict"], "reason": report["reason"],
                 "t": 0.0, "findings": sum(f["severity"] != "low" for f in report["findings"])}
         conn.execute("DELETE FROM findings")

@@ -232,6 +232,7 @@ def _rank_signal(d: RankDigest) -> Signal | None:
     return Signal(name=f"rank{d.rank}_main_uss", unit="bytes",
                   verdict="growing" if d.leaks else "healthy", slope_per_step=d.main_uss_slope,
                   start_value=values[0], end_value=values[-1], peak_value=max(values),
-                  last_step=int(steps[-1]), label=f"rank {d.rank} ({'leaks' if d.leaks else 'flat'})",
+                  last_step=int(steps[-1]),
+                  label=f"rank {d.rank} ({'leaks' if d.leaks else 'flat'})",
                   chart="ranks", chart_title="main USS per rank", primary=d.leaks, steps=steps,
                   values=values)

@@ -3,9 +3,10 @@
 Every rank records its own trace in the shared run folder (``rank<N>/trace.sqlite``) and
 analyses it at its end. Rank 0 alone prints: it waits (bounded) until every rank's trace
 is finished, then reads the run as one (``analysis.job.job_report``), so its summary says
-which ranks leak. Each rank is read once for the summary; while waiting, a rank seen
-finished is not asked again, and the others are asked for their small metadata only. A rank whose trace never appears (another node without a shared
-folder) or is still running when the wait ends is left out of the summary and named.
+which ranks leak. Each rank is read once: the wait keeps what it read of a rank it found
+finished, and the summary uses that. A rank whose trace never appears (another node
+without a shared folder) or is still running when the wait ends is left out of the
+summary and named.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ def small_meta(conn: sqlite3.Connection, keys: tuple[str, ...] | None = None) ->
         sql = "SELECT key, value FROM meta WHERE key NOT IN (%s) AND length(value) < 100000"
         params: tuple[str, ...] = BIG_META
     else:
-        sql, params = "SELECT key, value FROM meta WHERE key IN (%s) AND length(value) < 100000", keys
+        sql = "SELECT key, value FROM meta WHERE key IN (%s) AND length(value) < 100000"
+        params = keys
     rows = conn.execute(sql % ",".join("?" * len(params)), params).fetchall()
     return {k: parse_json(v) for k, v in rows if isinstance(k, str) and v is not None}
 
