@@ -30,7 +30,7 @@ from torchleak.report import Finding, Report
 from torchleak.trace import digest, rows
 from torchleak.trace.catalog import RunFolder, run_status
 from torchleak.trace.reader import open_trace
-from torchleak.vocab import RunStatus, Signal
+from torchleak.vocab import SERIOUS, RunStatus, Signal
 
 LIVE_TAIL = (64, 0.1)  # steps after the live judgement that are "few": 64, or 10% of it
 # What a digest needs of the metadata: the status and whether its writer lives, the live
@@ -103,7 +103,7 @@ def _from_stored(found: RankDigest, stored: dict[str, Any], conn: Any) -> None:
     found.verdict, found.reason, found.source = stored["verdict"], stored["reason"], "final"
     found.judged_at = stored["steps"] or found.steps
     found.main_uss_slope, found.main_rss_peak = stored["main_uss_slope"], stored["main_rss_peak"]
-    found.findings = _findings(conn, "final")
+    found.findings = _parsed(digest.report_findings(conn, tuple(s.value for s in SERIOUS)))
 
 
 def _live_stands(live: Any, steps: int, conn: Any) -> bool:
@@ -146,8 +146,13 @@ def _from_analysis(found: RankDigest, conn: Any) -> None:
 
 
 def _findings(conn: Any, phase: str) -> list[Finding]:
+    return _parsed([text for _phase, _step, text in rows.findings(conn, phase)])
+
+
+def _parsed(texts: list[Any]) -> list[Finding]:
+    """The serious findings among these JSON texts (any that is not one is skipped)."""
     found = []
-    for _phase, _step, text in rows.findings(conn, phase):
+    for text in texts:
         try:
             data = json.loads(text)
         except (ValueError, RecursionError, TypeError):

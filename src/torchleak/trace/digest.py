@@ -51,6 +51,14 @@ def report_parts(conn: sqlite3.Connection) -> dict[str, Any] | None:
             "reason": str(reason or ""), "main_uss_slope": _num(slope), "main_rss_peak": _num(peak)}
 
 
+def report_findings(conn: sqlite3.Connection, severities: tuple[str, ...]) -> list[str]:
+    """The stored report's findings of these severities, each as its JSON text."""
+    return [r[0] for r in conn.execute(
+        "SELECT f.value FROM meta, json_each(meta.value, '$.findings') AS f WHERE meta.key = "
+        "'report' AND json_valid(meta.value) AND json_extract(f.value, '$.severity') IN (%s)"
+        % ",".join("?" * len(severities)), severities) if isinstance(r[0], str)]
+
+
 def main_growth(conn: sqlite3.Connection, last_step: int, start: int | None = None,
                 points: int = 512, tail: int = 256) -> dict[str, float | None]:
     """The main process' RSS peak and USS slope (bytes/step, least squares, after ``start``;

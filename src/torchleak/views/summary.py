@@ -11,6 +11,7 @@ from torchleak.views.renderers.details import (guard_text, oom_text, overhead_te
                                                pattern_text, rate_text)
 
 _MAX_FINDINGS = 3
+_MAX_RANKS = 8  # leaking ranks named one per line in the end-of-run summary
 _HEADS = {"leak": "LEAK", "no_leak": "no leak", "inconclusive": "inconclusive"}
 
 
@@ -42,10 +43,12 @@ def format_summary(report: Report, trace: Path | None) -> str:
     guard = guard_text(report.guard)
     if guard:
         lines.append(f"  {guard}")
-    for line in report.ranks:
+    for line in report.ranks[:_MAX_RANKS]:  # a job's leaking ranks; the flat are counted
         top = f": {line['top_finding']}" if line.get("top_finding") else ""
         lines.append(f"  rank {line['rank']}: {_HEADS.get(line['verdict'], line['verdict'])}"
                      f" after {line['steps']:,} steps{top}")
+    if len(report.ranks) > _MAX_RANKS:
+        lines.append(f"  ... and {len(report.ranks) - _MAX_RANKS} more leaking ranks in the report")
     shown = report.serious
     for finding in shown[:_MAX_FINDINGS]:
         lines.extend(finding_lines(finding))
