@@ -17,7 +17,8 @@ kill) stays in the trace, as it would.
 For each job it prints the wall time and peak memory (the process and its workers, summed)
 of ``report DIR``, ``report DIR --format json``, ``report DIR -o page.html``, ``ls`` and
 ``top --once DIR``, the sizes of their outputs, and whether the report named exactly the
-leaking ranks.
+leaking ranks; for a finished job, also the time rank 0 takes at the end of the job to
+wait for the ranks and merge them into its summary (``live.ranks.run_summary``).
 """
 
 from __future__ import annotations
@@ -55,6 +56,17 @@ for _ in range(400):
     if rank == 1:
         kept.append(loss)
 dist.destroy_process_group()
+"""
+
+
+MERGE = """
+import sys, time
+from pathlib import Path
+import torch
+from torchleak.live.ranks import run_summary
+start = time.perf_counter()
+run_summary(Path(sys.argv[1]), int(sys.argv[2]), appear=0, finish=0)
+print(time.perf_counter() - start)
 """
 
 
@@ -191,6 +203,9 @@ def main() -> None:
         seconds, peak, out = timed([*tl, "top", "--once", str(folder)], work)
         print(f"  top --once      {seconds:6.1f} s  {peak / 2**20:6.0f} MiB  "
               f"{len(out.splitlines())} lines")
+        if not killed:  # rank 0's end-of-job summary, in a process that has torch loaded
+            _, _, out = timed([sys.executable, "-c", MERGE, str(folder), str(ranks)], work)
+            print(f"  rank 0's merge  {float(out):6.2f} s (its wait and summary)")
 
 
 if __name__ == "__main__":

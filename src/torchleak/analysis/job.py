@@ -39,9 +39,11 @@ def job_report(run: RunFolder, workers: int | None = None,
     main.ranks = [rank_line(d) for d in leaking]
     if leaking and main.verdict != "leak":
         main.verdict = "leak"
+    # Rank 0's small findings as its report has them; every serious one, rank 0's with the
+    # others', once per holder.
+    main.findings = _grouped(leaking) + [_of_ranks([digests[0].rank], f)
+                                         for f in main.findings if not f.serious]
     others = [d for d in leaking if d is not digests[0]]
-    main.findings = [_of_ranks([digests[0].rank], f) for f in main.findings] + _grouped(others)
-    main.findings.sort(key=lambda f: not f.serious)
     main.reason = ranks_sentence(main.job, main.ranks) + (
         f"; rank {digests[0].rank}: {digests[0].reason}" if digests[0].reason else "")
     main.steps = max(d.steps for d in digests)

@@ -60,7 +60,7 @@ def report_findings(conn: sqlite3.Connection, severities: tuple[str, ...]) -> li
 
 
 def main_growth(conn: sqlite3.Connection, last_step: int, start: int | None = None,
-                points: int = 512, tail: int = 256) -> dict[str, float | None]:
+                points: int = 128, tail: int = 256) -> dict[str, float | None]:
     """The main process' RSS peak and USS slope (bytes/step, least squares, after ``start``;
     default the second half, the first being warm-up), from steps looked up by key: at most
     ``points`` evenly spaced ones over the whole run and as many after ``start``, and every
