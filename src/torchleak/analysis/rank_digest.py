@@ -19,6 +19,7 @@ import json
 import os
 import sys
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from multiprocessing import get_context
 from pathlib import Path
@@ -37,6 +38,9 @@ LIVE_TAIL = (64, 0.1)  # steps after the live judgement that are "few": 64, or 1
 # judgement, the limits a killed rank's peak is compared with.
 META_KEYS = ("status", "pid", "hostname", "live", "limit", "cgroup_limit", "ram_total")
 POOL_FROM = 16  # fewer ranks are read in this process (a pool costs more to start)
+# Reading ranks is bound by the disk past a few processes, and a rank analysed in full
+# holds ~100 MiB: more workers would only add memory.
+MAX_WORKERS = 8
 
 
 @dataclass
@@ -175,17 +179,33 @@ def digest_ranks(run: RunFolder, analyse: bool = True, scan: bool = True,
     known = {r: d for r, d in (known or {}).items() if d.source == "final"}
     jobs = [(trace, run.rank_of(trace), analyse, scan) for trace in run.traces
             if run.rank_of(trace) not in known]
-    workers = workers if workers is not None else (os.cpu_count() or 1)
-    if len(jobs) < POOL_FROM or workers <= 1:
-        read = [digest_rank(*job) for job in jobs]
-    else:
-        # fork is cheap, but never fork a process that has torch (and its threads) loaded.
-        context = get_context("spawn" if "torch" in sys.modules else "fork")
-        chunk = max(1, len(jobs) // (workers * 8))
-        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-            read = list(pool.map(_digest_job, jobs, chunksize=chunk))
-    found = {d.rank: d for d in read}
+    workers = workers if workers is not None else _cores()
+    read = _in_pool(jobs, workers) if len(jobs) >= POOL_FROM and workers > 1 else None
+    found = {d.rank: d for d in (read if read is not None else map(_digest_job, jobs))}
     return [known.get(rank) or found[rank] for rank in map(run.rank_of, run.traces)]
+
+
+def _in_pool(jobs: list[tuple[Path, int | None, bool, bool]],
+             workers: int) -> list[RankDigest] | None:
+    """The digests read by ``workers`` processes; None when a pool cannot run here (the
+    caller then reads them itself)."""
+    # fork is cheap, but never fork a process that has torch (and its threads) loaded.
+    context = get_context("spawn" if "torch" in sys.modules else "fork")
+    chunk = max(1, len(jobs) // (workers * 8))
+    try:
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            return list(pool.map(_digest_job, jobs, chunksize=chunk))
+    except (BrokenProcessPool, OSError):  # a worker killed (memory), no processes left
+        return None
+
+
+def _cores() -> int:
+    """The cores this process may run on, at most ``MAX_WORKERS``."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    return max(1, min(count, MAX_WORKERS))
 
 
 def _digest_job(job: tuple[Path, int | None, bool, bool]) -> RankDigest:
