@@ -3,12 +3,16 @@ rank 0 alone speaks for every rank, and `report` says which rank leaks."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import shutil
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -186,3 +190,62 @@ def test_output_is_sized_by_the_leaking_ranks_not_the_job(framework_runs, tmp_pa
     assert sizes[48][0] == sizes[8][0] < 100  # lines of text: the same for 6x the ranks
     assert abs(sizes[48][1] - sizes[8][1]) < 200  # JSON: only the rank numbers differ
     assert abs(sizes[48][2] - sizes[8][2]) < 2000  # HTML likewise (the ranks' lines too)
+
+
+def _live_verdict(trace: Path) -> str | None:
+    """The live detector's verdict once it has judged past the warm-up, else None."""
+    try:
+        conn = sqlite3.connect(f"file:{trace}?mode=ro", uri=True, timeout=5)
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'live'").fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None  # not created yet, or busy: ask again
+    live = json.loads(row[0]) if row else {}
+    return live.get("verdict") if live.get("step", 0) >= 256 else None
+
+
+def _pid(trace: Path) -> int:
+    conn = sqlite3.connect(f"file:{trace}?mode=ro", uri=True, timeout=5)
+    try:
+        return int(json.loads(conn.execute("SELECT value FROM meta WHERE key = 'pid'")
+                              .fetchone()[0]))
+    finally:
+        conn.close()
+
+
+def test_a_job_killed_for_real_is_reported_from_its_live_judgements(tmp_path: Path) -> None:
+    """kill -9 every rank once the live detector has judged both: nobody stores a report."""
+    script = Path(__file__).parent / "scripts" / "ddp_loop.py"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2",
+                             "-m", "torchleak", "run", "--quiet", "--out", "job", str(script),
+                             "1000000"], cwd=tmp_path, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    traces = [tmp_path / "job" / f"rank{rank}" / "trace.sqlite" for rank in (0, 1)]
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 240  # a generous bound for a busy machine, not a measure
+        while [_live_verdict(t) for t in traces] != ["no_leak", "leak"]:
+            assert proc.poll() is None and time.monotonic() < deadline, "no live judgements"
+            time.sleep(0.2)
+        pids = [_pid(t) for t in traces]
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        proc.wait(timeout=120)
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    data = json.loads(torchleak("report", str(tmp_path / "job"), "--format", "json").stdout)
+    assert data["job"]["status"] == {"killed": 2} and data["job"]["flat"] == "0"
+    # A leak called live stands whatever came after; the flat rank's judgement stands too
+    # unless its memory grew after it (then it is analysed now).
+    assert [(r["rank"], r["source"]) for r in data["ranks"]] == [(1, "live")]
+    assert data["ranks"][0]["top_finding"].startswith("local kept in main()")
+    frame = torchleak("top", "--once", str(tmp_path / "job")).stdout
+    assert "2 ranks: 2 killed" in frame and re.search(r"^1\s+\| killed", frame, re.M)
