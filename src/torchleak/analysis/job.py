@@ -14,7 +14,7 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from torchleak.analysis.rank_digest import RankDigest, digest_ranks
+from torchleak.analysis.rank_digest import RankDigest, digest_rank, digest_ranks
 from torchleak.report import Finding, Report, Signal
 from torchleak.trace import digest as trace_digest
 from torchleak.trace.catalog import RunFolder
@@ -32,6 +32,10 @@ def job_report(run: RunFolder, workers: int | None = None,
     """The job's report: rank 0's, with the job's summary in ``job``, the leaking ranks in
     ``ranks``, their serious findings and their main USS on one chart. ``known``: digests
     of finished ranks read already (rank 0's end-of-job wait)."""
+    known = {r: d for r, d in (known or {}).items() if d.source == "final"}
+    rank0 = run.rank_of(run.traces[0])
+    if rank0 not in known:  # read here, keeping its analysis if it needs one: drawn in full
+        known[rank0] = digest_rank(run.traces[0], rank0, keep=True)
     digests = digest_ranks(run, workers=workers, known=known)
     main = _main_report(run.traces[0], digests[0])
     leaking = sorted((d for d in digests if d.leaks), key=lambda d: -d.rate)
@@ -91,10 +95,18 @@ def _common_status(digests: list[RankDigest]) -> str:
 
 
 def _main_report(trace: Path, first: RankDigest) -> Report:
-    """Rank 0's report: stored or analysed (``trace_report``), or its live judgement as is."""
+    """Rank 0's report: stored, analysed (once: its digest kept the analysis), or its live
+    judgement as is."""
     from torchleak.analysis.runs import trace_report
     from torchleak.analysis.verdict import run_info
 
+    if first.report is not None:
+        report = first.report
+        report.source = "analysed now" if first.status != "running" else "live"
+        report.run.update(status=first.status, trace=str(trace))
+        if first.near_limit:
+            report.run["status_note"] = "killed (OOM?)"
+        return report
     if first.source != "live":
         try:
             return trace_report(trace)

@@ -58,6 +58,7 @@ class RankDigest:
     main_rss_peak: float | None = None
     near_limit: bool = False
     error: str = ""
+    report: Report | None = None  # the rank's whole analysis, when asked to keep it
 
     @property
     def leaks(self) -> bool:
@@ -70,18 +71,22 @@ class RankDigest:
         return float(top if top is not None else self.main_uss_slope or 0.0)
 
 
-def digest_rank(trace: Path, rank: int | None, analyse: bool = True,
-                scan: bool = True) -> RankDigest:
+def digest_rank(trace: Path, rank: int | None, analyse: bool = True, scan: bool = True,
+                keep: bool = False) -> RankDigest:
     """One rank's digest; an unreadable trace becomes a digest saying why, never raises.
     ``analyse`` off: never analyse a rank (stored judgements only); ``scan`` off: nor read
-    its steps (a live rank's growth and peak stay unknown), for ``top`` and ``ls``."""
+    its steps (a live rank's growth and peak stay unknown), for ``top`` and ``ls``.
+    ``keep``: keep the Report when the rank is analysed (rank 0's, drawn in full)."""
     try:
-        return _digest(trace, rank, analyse, scan)
+        found = _digest(trace, rank, analyse, scan)
     except (TorchleakError, OSError, ValueError, TypeError, RecursionError, MemoryError) as err:
         return RankDigest(rank, str(trace), "unreadable", error=_first_line(err))
     except Exception as err:  # noqa: BLE001 - one bad rank never hides the others
         return RankDigest(rank, str(trace), "unreadable",
                           error=f"{type(err).__name__}: {_first_line(err)}")
+    if not keep:
+        found.report = None
+    return found
 
 
 def _digest(trace: Path, rank: int | None, analyse: bool, scan: bool) -> RankDigest:
@@ -141,6 +146,7 @@ def _from_analysis(found: RankDigest, conn: Any) -> None:
     from torchleak.analysis.verdict import build_report
 
     report = build_report(load(conn))
+    found.report = report
     found.verdict, found.reason, found.source = report.verdict, report.reason, "analysed now"
     found.judged_at = report.steps
     found.findings = report.serious
@@ -175,8 +181,8 @@ def digest_ranks(run: RunFolder, analyse: bool = True, scan: bool = True,
                  workers: int | None = None,
                  known: dict[int | None, RankDigest] | None = None) -> list[RankDigest]:
     """Every rank's digest, rank order; many ranks are read by a pool of processes.
-    ``known``: digests already read of finished ranks (their stored report), not read again."""
-    known = {r: d for r, d in (known or {}).items() if d.source == "final"}
+    ``known``: digests already read, not read again."""
+    known = known or {}
     jobs = [(trace, run.rank_of(trace), analyse, scan) for trace in run.traces
             if run.rank_of(trace) not in known]
     workers = workers if workers is not None else _cores()
