@@ -1,9 +1,9 @@
 """What the cross-rank view knows of one rank, read as cheaply as the rank allows.
 
-- a finished rank: its stored report's verdict and numbers (read in parts, in SQLite) and
-  its final findings;
+- a finished rank: its stored report's verdict, numbers and serious findings, read in
+  parts by SQLite, never parsed whole;
 - a killed or running rank: the live detector's last judgement (``meta['live']`` and the
-  findings of phase 'live'), with its memory growth summed in one pass over the steps.
+  findings of phase 'live'), with its memory growth and peak from steps looked up by key.
   Only what came after the judgement is looked at again: few steps (``LIVE_TAIL``), a
   leak already called, or a tail whose main USS grew less than the analysis' own minimum
   for a leak leave the judgement as it is;
@@ -90,8 +90,6 @@ def digest_rank(trace: Path, rank: int | None, analyse: bool = True, scan: bool 
 
 
 def _digest(trace: Path, rank: int | None, analyse: bool, scan: bool) -> RankDigest:
-    from torchleak.analysis.runs import near_limit
-
     with open_trace(trace) as opened:
         conn = opened.conn
         meta = digest.small_meta(conn, META_KEYS)
@@ -171,6 +169,14 @@ def _parsed(texts: list[Any]) -> list[Finding]:
         if report is not None and report.findings and report.findings[0].serious:
             found.append(report.findings[0])
     return found
+
+
+def near_limit(meta: dict[str, Any], peak_rss: Any) -> bool:
+    """A killed run whose memory came close to its limit was most likely OOM-killed."""
+    limit = meta.get("limit") if isinstance(meta.get("limit"), dict) else None
+    value = (limit or {}).get("bytes") or meta.get("cgroup_limit") or meta.get("ram_total")
+    return isinstance(value, (int, float)) and isinstance(peak_rss, (int, float)) and (
+        peak_rss >= 0.85 * value)
 
 
 def _first_line(err: BaseException) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchleak.analysis.rank_digest import near_limit
 from torchleak.analysis.series import load
 from torchleak.analysis.verdict import build_report
 from torchleak.errors import BadInput, TorchleakError, TraceError
@@ -184,14 +185,6 @@ def _overhead(meta: dict[str, Any]) -> dict[str, Any]:
     report = meta.get("report")
     found = report.get("overhead") if isinstance(report, dict) else None
     return dict(found) if isinstance(found, dict) else {}
-
-
-def near_limit(meta: dict[str, Any], peak_rss: Any) -> bool:
-    """A killed run whose memory came close to its limit was most likely OOM-killed."""
-    limit = meta.get("limit") if isinstance(meta.get("limit"), dict) else None
-    value = (limit or {}).get("bytes") or meta.get("cgroup_limit") or meta.get("ram_total")
-    return isinstance(value, (int, float)) and isinstance(peak_rss, (int, float)) and (
-        peak_rss >= 0.85 * value)
 
 
 def _mtime(path: Path) -> float | None:
