@@ -12,7 +12,8 @@ stays flat) and copied to every rank folder of an N-rank job, ``--leaking`` of t
 the leaking rank. ``--state killed`` (the default) makes every rank a killed one: its
 stored final report is removed and its status left at 'running' with no live writer, as
 after a kill -9; the live detector's last judgement (written a few steps before the
-kill) stays in the trace, as it would.
+kill) stays in the trace, as it would; ``--state unjudged`` removes it too (killed before the
+detector's first pass), so that every rank is analysed.
 
 For each job it prints the wall time and peak memory (the process and its workers, summed)
 of ``report DIR``, ``report DIR --format json``, ``report DIR -o page.html``, ``ls`` and
@@ -80,8 +81,10 @@ def record(work: Path) -> Path:
     return work / "source"
 
 
-def stretch(source: Path, target: Path, steps: int, grows: bool, killed: bool) -> None:
-    """``source`` copied to ``target``, ``steps`` long, finished or killed."""
+def stretch(source: Path, target: Path, steps: int, grows: bool, killed: bool,
+            judged: bool = True) -> None:
+    """``source`` copied to ``target``, ``steps`` long, finished or killed (``judged``: with
+    the live detector's judgement)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(source, target)
     conn = sqlite3.connect(target)
@@ -105,6 +108,9 @@ def stretch(source: Path, target: Path, steps: int, grows: bool, killed: bool) -
     conn.execute("UPDATE meta SET value = ? WHERE key = 'live'", (json.dumps(live),))
     conn.execute("UPDATE meta SET value = json_set(value, '$.steps', ?) WHERE key = 'report'",
                  (steps,))
+    if not judged:
+        conn.execute("DELETE FROM meta WHERE key = 'live'")
+        conn.execute("DELETE FROM findings WHERE phase = 'live'")
     if killed:
         conn.execute("DELETE FROM meta WHERE key IN ('report', 'end_time', 'exit_code')")
         conn.execute("UPDATE meta SET value = '\"running\"' WHERE key = 'status'")
@@ -159,7 +165,9 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[64, 256, 1024])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--leaking", type=int, default=5)
-    parser.add_argument("--state", choices=("killed", "finished"), default="killed")
+    parser.add_argument("--state", choices=("killed", "finished", "unjudged"), default="killed",
+                        help="unjudged: killed before the live detector's first pass, so "
+                             "every rank is analysed")
     parser.add_argument("--source", type=Path, default=None,
                         help="a 2-rank job folder (rank 1 leaks) recorded before")
     parser.add_argument("--work", type=Path, default=None, help="where to build (kept)")
@@ -167,11 +175,12 @@ def main() -> None:
     work = args.work or Path(tempfile.mkdtemp(prefix="torchleak-ranks-"))
     work.mkdir(parents=True, exist_ok=True)
     source = args.source or record(work)
-    killed = args.state == "killed"
+    killed = args.state != "finished"
     templates = {grows: work / "templates" / f"{'leak' if grows else 'flat'}-{args.state}.sqlite"
                  for grows in (False, True)}
     for grows, target in templates.items():
-        stretch(source / f"rank{int(grows)}" / "trace.sqlite", target, args.steps, grows, killed)
+        stretch(source / f"rank{int(grows)}" / "trace.sqlite", target, args.steps, grows, killed,
+                judged=args.state != "unjudged")
     size = templates[False].stat().st_size
     print(f"rank traces of {args.steps:,} steps ({size / 2**20:.1f} MiB each), {args.state}, "
           f"{os.cpu_count()} cores, in {work}")
