@@ -149,7 +149,8 @@ class Report:
     overhead: dict[str, Any] = field(default_factory=dict)  # torchleak's own cost
     breakdown: dict[str, list[list[float]]] = field(default_factory=dict)
     breakdown_rates: dict[str, float] = field(default_factory=dict)  # bytes/step after warm-up
-    ranks: list[dict[str, Any]] = field(default_factory=list)  # per rank, multi-rank runs
+    ranks: list[dict[str, Any]] = field(default_factory=list)  # the leaking ranks of a job
+    job: dict[str, Any] = field(default_factory=dict)  # a job's counts over all its ranks
     source: str = "final"  # 'final' | 'live' | 'analysed now'
     # What the live detector said: {"tier": none|suspected|called, "calls": [{"step",
     # "culprit", "kept", "why"}]}, each call kept or withdrawn by this report.

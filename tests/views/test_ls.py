@@ -109,7 +109,8 @@ def test_report_of_a_multi_rank_run_says_which_ranks_leak(runs: Path,
                                                          capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["report", str(runs / "ranks-20250101-000006"), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [r["verdict"] for r in data["ranks"]] == ["no_leak", "leak"]
+    assert [(r["rank"], r["verdict"]) for r in data["ranks"]] == [(1, "leak")]  # leaking only
+    assert data["job"]["flat"] == "0" and data["job"]["leaking"] == [1]
     assert data["verdict"] == "leak" and data["reason"].startswith("rank 1 grows +256 KiB/step; rank 0 flat")
 
 

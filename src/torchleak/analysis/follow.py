@@ -20,7 +20,7 @@ from torchleak.analysis.verdict import guard_record, overhead, run_info
 from torchleak.errors import TraceError
 from torchleak.report import Event, Finding, Report
 from torchleak.trace import rows
-from torchleak.trace.catalog import run_status
+from torchleak.trace.catalog import RunFolder, run_folder, run_status
 from torchleak.trace.reader import Trace, open_trace
 from torchleak.vocab import RunStatus
 
@@ -70,6 +70,27 @@ class Follower:
         report.run["status"] = status.value
         report.run["trace"] = str(self.path)
         report.run["judged"] = bool(verdict)
+        self.polled_at = time.time()
+        return report
+
+
+class JobFollower:
+    """Follow a job of several ranks: each poll reads every rank's stored or live judgement
+    (``analysis.job.job_view``); ranks that appear later are picked up."""
+
+    def __init__(self, run: RunFolder) -> None:
+        self.run = run
+        self.path = run.path
+        self.polled_at = 0.0
+
+    def close(self) -> None:
+        pass
+
+    def poll(self) -> Report:
+        from torchleak.analysis.job import job_view
+
+        self.run = run_folder(self.path) or self.run
+        report = job_view(self.run)
         self.polled_at = time.time()
         return report
 

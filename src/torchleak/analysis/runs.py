@@ -2,25 +2,24 @@
 
 A finished run's own report (written at its end) is used as it is; a running, killed or
 unanalysed run is analysed now from its trace, so ``report`` after a ``kill -9`` gives
-the same holder and fix a clean end would have. A run of several ranks gets one report
-per rank and a line that says which ranks leak.
+the same holder and fix a clean end would have. A run of several ranks (a job) is
+summarised by ``analysis.job``, which uses each killed rank's stored live judgement.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from torchleak.analysis.rank_digest import near_limit
 from torchleak.analysis.series import load
 from torchleak.analysis.verdict import build_report
 from torchleak.errors import BadInput, TorchleakError, TraceError
-from torchleak.report import Finding, Report, Signal
+from torchleak.report import Report
 from torchleak.trace import rows
 from torchleak.trace.catalog import RunFolder, run_status, start_time
 from torchleak.trace.reader import open_trace, read_meta
-from torchleak.units import format_bytes
 from torchleak.vocab import RunStatus
 
 
@@ -58,68 +57,30 @@ def _empty_message(folder: Path, status: RunStatus) -> str:
             "did the script reach its loop?")
 
 
-def run_report(run: RunFolder) -> Report:
-    """One rank: its report. Several: rank 0's, with every rank's verdict in ``ranks``,
-    every rank's serious findings (named ``rank N: ...``) and each rank's main-process
-    memory as one signal of the chart "main USS per rank"."""
-    reports = [trace_report(trace) for trace in run.traces]
-    if len(reports) == 1:
-        return reports[0]
-    main = reports[0]
-    ranked = list(zip((run.rank_of(t) for t in run.traces), reports))
-    per_rank = [s for s in (_rank_signal(rank, r) for rank, r in ranked) if s]
-    main.ranks = [rank_line(rank, r) for rank, r in ranked]
-    leaking = [line for line in main.ranks if line["verdict"] == "leak"]
-    if leaking and main.verdict != "leak":
-        main.verdict = "leak"
-    main.reason = ranks_sentence(main.ranks) + (f"; rank {main.ranks[0]['rank']}: "
-                                                f"{main.reason}" if main.reason else "")
-    main.findings = [_of_rank(rank, f) for rank, r in ranked for f in r.findings
-                     if f.serious or rank == ranked[0][0]]
-    main.findings.sort(key=lambda f: not f.serious)
-    main.steps = max(r.steps for r in reports)
-    main.signals += per_rank
-    return main
+def run_report(run: RunFolder, rank: int | None = None) -> Report:
+    """One rank: its report. Several: the job's (``analysis.job``); ``rank``: that rank's
+    full report."""
+    if rank is not None:
+        return trace_report(rank_trace(run, rank))
+    if len(run.traces) == 1:
+        return trace_report(run.traces[0])
+    from torchleak.analysis.job import job_report
+
+    return job_report(run)
 
 
-def _of_rank(rank: int | None, finding: Finding) -> Finding:
-    return dataclasses.replace(finding, culprit=f"rank {rank}: {finding.culprit}")
+def rank_trace(run: RunFolder, rank: int) -> Path:
+    """The trace of one rank of a job; a clear error naming the ranks there are."""
+    for trace in run.traces:
+        if run.rank_of(trace) == rank:
+            return trace
+    if run.ranks == 1 and rank == 0:
+        return run.traces[0]
+    from torchleak.analysis.job import compress_ranks
 
-
-def _rank_signal(rank: int | None, report: Report) -> Signal | None:
-    """A rank's main USS, drawn with the other ranks' in one chart."""
-    main = report.signal("main_uss")
-    if main is None:
-        return None
-    state = "leaks" if report.verdict == "leak" else "flat"
-    return dataclasses.replace(main, name=f"rank{rank}_main_uss", label=f"rank {rank} ({state})",
-                               chart="ranks", chart_title="main USS per rank",
-                               primary=report.verdict == "leak")
-
-
-def rank_reports(run: RunFolder) -> list[tuple[int | None, Report]]:
-    return [(run.rank_of(trace), trace_report(trace)) for trace in run.traces]
-
-
-def rank_line(rank: int | None, report: Report) -> dict[str, Any]:
-    main = report.signal("main_uss")
-    top = report.serious[0] if report.serious else None
-    return {"rank": rank, "verdict": report.verdict, "steps": report.steps,
-            "main_uss_slope": main.slope_per_step if main and main.verdict == "growing" else 0.0,
-            "top_finding": top.culprit if top else None,
-            "bytes_per_step": top.bytes_per_step if top else None}
-
-
-def ranks_sentence(lines: list[dict[str, Any]]) -> str:
-    """'rank 1 grows 2.1 MiB/step; ranks 0, 2, 3 flat'."""
-    grows = [line for line in lines if line["verdict"] == "leak"]
-    flat = [str(line["rank"]) for line in lines if line["verdict"] != "leak"]
-    parts = [f"rank {line['rank']} grows "
-             f"{format_bytes(line['bytes_per_step'] or line['main_uss_slope'], signed=True)}/step"
-             for line in grows]
-    if flat:
-        parts.append(f"rank{'s' if len(flat) > 1 else ''} {', '.join(flat)} flat")
-    return "; ".join(parts)
+    have = compress_ranks([r for r in map(run.rank_of, run.traces) if r is not None])
+    raise BadInput(f"{run.path} has no rank {rank} (its ranks: {have or 'one trace, no ranks'})"
+                   ": pass one of those to --rank")
 
 
 @dataclass
@@ -139,6 +100,7 @@ class RunSummary:
     safe: int = 0
     error: str = ""  # why the trace could not be read
     overhead: dict[str, Any] = field(default_factory=dict)  # torchleak's own cost, when known
+    leaking: list[int | None] = field(default_factory=list)  # a job's leaking ranks
 
 
 def summarize(run: RunFolder) -> RunSummary:
@@ -163,25 +125,50 @@ def _summarize(run: RunFolder) -> RunSummary:
         peak_rss = rows.peak(conn, "steps", "rss")
         peak_cuda = rows.peak(conn, "cuda_samples", "reserved")
         verdict, count = _verdict(meta, conn, status)
-    for other in run.traces[1:]:  # a run leaks when any of its ranks leaks
-        with open_trace(other) as opened:
-            rank_meta = read_meta(opened.conn)
-            rank_verdict, rank_count = _verdict(rank_meta, opened.conn,
-                                                run_status(rank_meta, other))
-        count += rank_count
-        if rank_verdict.startswith("leak") and not verdict.startswith("leak"):
-            verdict = rank_verdict
+    job = None
+    if run.ranks > 1:  # a job leaks when any of its ranks leaks: its digests say which
+        job = _job_line(run)
+        verdict, count = job["verdict"], job["findings"]
+        steps = max(steps, job["steps"])
+        peak_rss = max((p for p in (peak_rss, job["peak_rss"]) if p is not None), default=None)
     start = meta.get("start_time")
     guard = meta.get("guard") if isinstance(meta.get("guard"), dict) else None
     safe = meta.get("safe") if isinstance(meta.get("safe"), list) else []
     shown = status.value
     if status is RunStatus.KILLED and near_limit(meta, peak_rss):
         shown = "killed (OOM?)"
+    if job is not None:
+        shown = job["status"]
     return RunSummary(run.path, str(meta.get("name") or run.name), str(meta.get("script") or ""),
                       shown, steps, verdict, count, peak_rss, peak_cuda,
                       float(start) if isinstance(start, (int, float)) else start_time(run),
                       run.ranks, f"{guard.get('mode')} at step {guard.get('step')}" if guard
-                      else None, len(safe), overhead=_overhead(meta))
+                      else None, len(safe), overhead=_overhead(meta),
+                      leaking=job["leaking"] if job else [])
+
+
+def _job_line(run: RunFolder) -> dict[str, Any]:
+    """A job in one line of ``ls``: its ranks by status, the leaking ones, their findings.
+    Stored and live judgements only: listing never analyses a rank."""
+    from torchleak.analysis.job import compress_ranks
+    from torchleak.analysis.rank_digest import digest_ranks
+
+    digests = digest_ranks(run, analyse=False, scan=False)
+    counts: dict[str, int] = {}
+    for d in digests:
+        counts[d.status] = counts.get(d.status, 0) + 1
+    leaking = [d for d in digests if d.leaks]
+    live = any(d.source == "live" for d in leaking)
+    verdict = ("leak" if leaking else "no_leak" if all(d.verdict == "no_leak" for d in digests)
+               else "-" if any(d.status == "running" for d in digests) else "not analysed")
+    if leaking:
+        verdict = f"leak{' (live)' if live else ''}: rank{'s' if len(leaking) > 1 else ''} " \
+                  f"{compress_ranks([d.rank or 0 for d in leaking], 60)}"
+    return {"status": ", ".join(f"{n} {s}" for s, n in counts.items()), "verdict": verdict,
+            "leaking": [d.rank for d in leaking], "steps": max(d.steps for d in digests),
+            "findings": sum(len(d.findings) for d in leaking),
+            "peak_rss": max((d.main_rss_peak for d in digests if d.main_rss_peak is not None),
+                            default=None)}
 
 
 def _verdict(meta: dict[str, Any], conn: Any, status: RunStatus) -> tuple[str, int]:
@@ -198,14 +185,6 @@ def _overhead(meta: dict[str, Any]) -> dict[str, Any]:
     report = meta.get("report")
     found = report.get("overhead") if isinstance(report, dict) else None
     return dict(found) if isinstance(found, dict) else {}
-
-
-def near_limit(meta: dict[str, Any], peak_rss: Any) -> bool:
-    """A killed run whose memory came close to its limit was most likely OOM-killed."""
-    limit = meta.get("limit") if isinstance(meta.get("limit"), dict) else None
-    value = (limit or {}).get("bytes") or meta.get("cgroup_limit") or meta.get("ram_total")
-    return isinstance(value, (int, float)) and isinstance(peak_rss, (int, float)) and (
-        peak_rss >= 0.85 * value)
 
 
 def _mtime(path: Path) -> float | None:

@@ -21,6 +21,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", type=Path, default=None,
                         help="write to this file instead of standard output (a folder for "
                              "--format tensorboard)")
+    parser.add_argument("--rank", type=int, default=None, metavar="N",
+                        help="one rank's full report, for a multi-rank (torchrun) run")
     parser.add_argument("--runs-dir", type=Path, default=None,
                         help="where to find the newest run (default: $TORCHLEAK_RUNS_DIR or "
                              "./torchleak-runs)")
@@ -40,7 +42,7 @@ def execute(args: argparse.Namespace) -> int:
         to_terminal = args.output is None and sys.stdout.isatty()
         options = {"color": to_terminal, "width": _width() if to_terminal else 100}
     renderer = get_renderer(fmt, **options)
-    report = run_report(resolve_run(args.run, args.runs_dir))
+    report = run_report(resolve_run(args.run, args.runs_dir), args.rank)
     annotate(report)
     text = renderer.render(report)
     if args.output is None:
@@ -65,7 +67,7 @@ def _tensorboard(args: argparse.Namespace) -> int:
                          "-o DIR (then: tensorboard --logdir DIR)")
     if args.output.exists() and not args.output.is_dir():
         raise UsageError(f"-o {args.output} is a file: --format tensorboard needs a folder")
-    report = run_report(resolve_run(args.run, args.runs_dir))
+    report = run_report(resolve_run(args.run, args.runs_dir), args.rank)
     try:
         count = write_tensorboard(report, args.output)
     except OSError as err:

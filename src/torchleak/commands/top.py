@@ -1,4 +1,6 @@
-"""``torchleak top [RUN]``: watch a running trace live; exits when the run ends or on Ctrl-C."""
+"""``torchleak top [RUN]``: watch a running trace live; exits when the run ends or on Ctrl-C.
+
+A run of several ranks (torchrun) shows every rank; ``--rank N`` follows one."""
 
 from __future__ import annotations
 
@@ -18,13 +20,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", "-n", type=float, default=0.5,
                         help="seconds between refreshes (default: 0.5)")
     parser.add_argument("--once", action="store_true", help="print one frame and exit")
+    parser.add_argument("--rank", type=int, default=None, metavar="N",
+                        help="follow one rank of a multi-rank (torchrun) run; without it, a "
+                             "run of several ranks shows every rank")
 
 
 def execute(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.live import Live
 
-    from torchleak.analysis.follow import Follower
+    from torchleak.analysis.follow import Follower, JobFollower
+    from torchleak.analysis.runs import rank_trace
     from torchleak.errors import UsageError
     from torchleak.trace.catalog import resolve_run
     from torchleak.views.top_frame import frame_text, render_frame
@@ -33,7 +39,13 @@ def execute(args: argparse.Namespace) -> int:
         raise UsageError(f"--interval must be between 0.05 and 3600 seconds, got {args.interval}")
     run = resolve_run(args.run, args.runs_dir)
     console = Console()
-    follower = Follower(run.traces[0])
+    follower: Follower | JobFollower
+    if args.rank is not None:
+        follower = Follower(rank_trace(run, args.rank))
+    elif run.ranks > 1:
+        follower = JobFollower(run)
+    else:
+        follower = Follower(run.traces[0])
     try:
         if not console.is_terminal:
             sys.stdout.write(frame_text(follower.poll(), args.interval, follower.polled_at))

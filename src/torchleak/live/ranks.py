@@ -2,9 +2,11 @@
 
 Every rank records its own trace in the shared run folder (``rank<N>/trace.sqlite``) and
 analyses it at its end. Rank 0 alone prints: it waits (bounded) until every rank's trace
-is finished, then reads the run as one (``analysis.runs.run_report``), so its summary says
-which ranks leak. A rank whose trace never appears (another node without a shared
-folder) or is still running when the wait ends is left out of the summary and named.
+is finished, then reads the run as one (``analysis.job.job_report``), so its summary says
+which ranks leak. Each rank is read once: the wait keeps what it read of a rank it found
+finished, and the summary uses that. A rank whose trace never appears (another node
+without a shared folder) or is still running when the wait ends is left out of the
+summary and named.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from torchleak.analysis.job import job_report
+from torchleak.analysis.rank_digest import RankDigest, digest_rank
 from torchleak.analysis.runs import run_report
 from torchleak.report import Report
-from torchleak.trace.catalog import run_folder, run_status
-from torchleak.trace.reader import open_trace, read_meta, writer_alive
-from torchleak.vocab import RunStatus
+from torchleak.trace.catalog import run_folder
+from torchleak.trace.reader import writer_alive
 
 APPEAR_SECONDS = 10.0  # a rank's trace that has not appeared by then is on another node
 FINISH_SECONDS = 60.0  # a rank still running after that is reported as running
@@ -28,8 +31,9 @@ def run_summary(folder: Path, world: int, appear: float = APPEAR_SECONDS,
     """The run's report over every rank's trace, once they are finished (or the wait ends);
     None when it cannot be read (the caller falls back to its own rank's report)."""
     start = time.monotonic()
+    done: dict[int | None, RankDigest] = {}  # ranks seen finished: read once, kept
     while True:
-        waiting = _waiting(folder, world, time.monotonic() - start >= appear)
+        waiting = _waiting(folder, world, time.monotonic() - start >= appear, done)
         if not waiting or time.monotonic() - start >= finish:
             break
         time.sleep(POLL_SECONDS)
@@ -37,7 +41,9 @@ def run_summary(folder: Path, world: int, appear: float = APPEAR_SECONDS,
     if run is None:
         return None
     try:
-        report = run_report(run)
+        # One pass over the ranks, in this process: a pool would have to start fresh
+        # interpreters here (the training process has torch loaded).
+        report = job_report(run, workers=1, known=done) if run.ranks > 1 else run_report(run)
     except Exception:  # noqa: BLE001 - the caller prints its own rank's report instead
         return None
     if waiting:
@@ -46,26 +52,23 @@ def run_summary(folder: Path, world: int, appear: float = APPEAR_SECONDS,
     return report
 
 
-def _waiting(folder: Path, world: int, appeared_only: bool) -> list[int]:
-    """Ranks whose trace is missing (until ``appeared_only``) or still running."""
+def _waiting(folder: Path, world: int, appeared_only: bool,
+             done: dict[int | None, RankDigest]) -> list[int]:
+    """Ranks whose trace is missing (until ``appeared_only``) or still running; a rank
+    found finished joins ``done`` with its digest, which the summary then uses."""
     waiting = []
     for rank in range(world):
+        if rank in done:
+            continue
         trace = folder / f"rank{rank}" / "trace.sqlite"
         if not trace.is_file():
             if not appeared_only:
                 waiting.append(rank)
             continue
-        if _running(trace):
-            waiting.append(rank)
+        found = digest_rank(trace, rank, analyse=False, scan=False)
+        if found.status in ("running", "unreadable") or (
+                found.source != "final" and writer_alive(trace)):
+            waiting.append(rank)  # running, still analysing, or being created
+        else:
+            done[rank] = found
     return waiting
-
-
-def _running(trace: Path) -> bool:
-    try:
-        with open_trace(trace) as opened:
-            meta = read_meta(opened.conn)
-        if run_status(meta, trace) is RunStatus.RUNNING:
-            return True
-        return "report" not in meta and bool(writer_alive(trace))  # still analysing
-    except Exception:  # noqa: BLE001 - unreadable now (being created): ask again
-        return True

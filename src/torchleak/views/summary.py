@@ -12,6 +12,7 @@ from torchleak.views.renderers.details import (guard_text, live_text, oom_text, 
                                                pattern_text, rate_text)
 
 _MAX_FINDINGS = 3
+_MAX_RANKS = 8  # leaking ranks named one per line in the end-of-run summary
 _HEADS = {"leak": "LEAK", "no_leak": "no leak", "inconclusive": "inconclusive"}
 
 
@@ -46,10 +47,12 @@ def format_summary(report: Report, trace: Path | None) -> str:
     if guard:
         lines.append(f"  {guard}")
     lines += [f"  {line}" for line in live_text(report)]
-    for line in report.ranks:
+    for line in report.ranks[:_MAX_RANKS]:  # a job's leaking ranks; the flat are counted
         top = f": {line['top_finding']}" if line.get("top_finding") else ""
         lines.append(f"  rank {line['rank']}: {_HEADS.get(line['verdict'], line['verdict'])}"
                      f" after {line['steps']:,} steps{top}")
+    if len(report.ranks) > _MAX_RANKS:
+        lines.append(f"  ... and {len(report.ranks) - _MAX_RANKS} more leaking ranks in the report")
     shown = report.serious
     for finding in shown[:_MAX_FINDINGS]:
         lines.extend(finding_lines(finding))
@@ -66,9 +69,9 @@ def format_summary(report: Report, trace: Path | None) -> str:
                          f"{format_bytes(change['saved_bytes'])} in {change.get('trims')} trims")
     if report.overhead:
         lines.append(f"torchleak: its own cost {overhead_text(report.overhead)}")
-    if trace is not None and report.ranks:
+    if trace is not None and report.job:
         run = trace.parent.parent  # rank<N>/trace.sqlite in the run folder
-        lines.append(f"torchleak: traces of {len(report.ranks)} ranks in {run}  "
+        lines.append(f"torchleak: traces of {report.job.get('ranks')} ranks in {run}  "
                      f"(torchleak report {run})")
     elif trace is not None:
         lines.append(f"torchleak: trace {trace}  (torchleak report {trace.parent})")

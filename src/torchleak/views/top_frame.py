@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 from rich import box
 from rich.console import Group, RenderableType
@@ -23,6 +24,8 @@ STATUS_STYLES = {"running": "bold green", "finished": "bold blue", "crashed": "b
 
 @inert_input
 def render_frame(report: Report, interval: float, polled_at: float) -> RenderableType:
+    if report.job:
+        return Text(frame_text(report, interval, polled_at).rstrip("\n"))
     return Group(_header(report), _signals(report), _verdict(report),
                  _footer(report, interval, polled_at))
 
@@ -115,6 +118,8 @@ def frame_text(report: Report, interval: float, polled_at: float) -> str:
     """The same frame as plain text, every value in full (``top --once`` into a pipe)."""
     from torchleak.views.tabular import format_table
 
+    if report.job:
+        return job_frame_text(report, interval, polled_at)
     lines = [_header(report).plain, ""]
     rows = [[s.label or s.name, signal_last(s, report.steps),
              format_value(s.peak_value, s.unit), signal_rate(s), sparkline(s.values, 40)]
@@ -139,4 +144,37 @@ def frame_text(report: Report, interval: float, polled_at: float) -> str:
     if guard:
         lines.append(guard)
     lines.append(_footer(report, interval, polled_at).plain.rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def job_frame_text(report: Report, interval: float, polled_at: float) -> str:
+    """A job of many ranks in one frame: ranks by status, the leaking ones one row each,
+    the rest counted, and the worst rank's live finding in full."""
+    from torchleak.views.renderers.details import job_lines, rank_rows
+    from torchleak.views.tabular import format_table
+
+    lines = [f"torchleak top  {report.run.get('name') or ''}  {report.run.get('script') or ''}",
+             f"{status_of(report)}  step {report.steps:,} (the furthest rank)", ""]
+    lines += [line for line in job_lines(report) if not line.startswith("one rank in full")]
+    label = "live verdict" if report.source == "live" else "verdict"
+    if report.ranks:
+        rows = [[r["rank"], r["status"], r["steps"], r["growth"], r["top"], r["source"]]
+                for r in rank_rows(report)]
+        lines += ["", format_table(["leaking rank", "status", "steps", "growth", "top finding",
+                                    "judged"], rows).rstrip()]
+        lines += ["", f"{label}: leak - {report.reason}"]
+        for finding in report.serious[:1]:
+            lines.extend(finding_lines(finding, indent=""))
+    elif report.run.get("judged"):
+        lines += ["", f"{label}: {report.verdict} - {report.reason}"]
+    else:
+        lines += ["", f"{label}: no verdict yet"]
+    folder = report.run.get("trace", "")
+    folder = str(Path(str(folder)).parent.parent) if folder else ""
+    lines.append(f"follow one rank: torchleak top {folder} --rank N")
+    if status_of(report) == "running":
+        lines.append(f"updated {format_time(polled_at)[-8:]}, every {interval:g}s; Ctrl-C to quit")
+    else:
+        lines.append(f"job {status_of(report)}: final frame; `torchleak report {folder}` for the "
+                     "full report")
     return "\n".join(lines) + "\n"

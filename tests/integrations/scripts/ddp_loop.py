@@ -1,9 +1,11 @@
 """A torchrun DDP loop on CPU (gloo); rank 1 alone keeps every step's loss with its graph.
 
-torchrun --nproc_per_node=2 -m torchleak run --out DIR ddp_loop.py
+torchrun --nproc_per_node=2 -m torchleak run --out DIR ddp_loop.py [STEPS]
 """
 
 from __future__ import annotations
+
+import sys
 
 import torch
 import torch.distributed as dist
@@ -17,7 +19,7 @@ def main() -> None:
     model = nn.parallel.DistributedDataParallel(nn.Linear(32, 4))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     kept = []
-    for _ in range(60):
+    for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 60):
         loss = model(torch.randn(16, 32)).pow(2).mean()
         optimizer.zero_grad()
         loss.backward()

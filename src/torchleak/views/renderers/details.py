@@ -4,6 +4,7 @@ verdict line, a finding's rate, size, OOM projection and pattern, and the run's 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from torchleak.patterns import DOC_PAGE
@@ -37,26 +38,70 @@ def verdict_parts(report: Report) -> tuple[str, str]:
             title += f" (+{minor} minor)"
     reason = report.reason
     status = status_of(report)
-    if report.source == "live" or status == "running":
-        reason = f"Run in progress: as of step {report.steps:,}. {reason}".strip()
-    elif status == "killed":
+    if status == "killed":  # even when judged live: the run is over
         reason = f"The run was killed at step {report.steps:,}. {reason}".strip()
+    elif report.source == "live" or status == "running":
+        reason = f"Run in progress: as of step {report.steps:,}. {reason}".strip()
     elif status == "stopped":
         reason = f"The guard stopped the run at step {report.steps:,}. {reason}".strip()
     return title, reason
 
 
+MAX_RANK_ROWS = 20  # leaking ranks drawn one row each; the rest are named in one line
+
+
 def rank_rows(report: Report) -> list[dict[str, str]]:
-    """One row per rank of a multi-rank run: its verdict, growth and top finding."""
+    """One row per leaking rank of a job: its growth, top finding and whence its verdict."""
     rows = []
-    for line in report.ranks:
+    for line in report.ranks[:MAX_RANK_ROWS]:
         rate = line.get("bytes_per_step") or line.get("main_uss_slope") or 0.0
         growth = (f"{format_bytes(rate, signed=True)}/step" if line.get("verdict") == "leak"
                   and isinstance(rate, (int, float)) and rate else "flat")
+        source = str(line.get("source") or "-")
+        if source == "live" and line.get("judged_at") is not None:
+            source = f"live, step {line['judged_at']:,}"
         rows.append({"rank": str(line.get("rank")), "verdict": str(line.get("verdict")),
+                     "status": str(line.get("status") or "-"),
                      "steps": f"{line.get('steps') or 0:,}", "growth": growth,
-                     "top": str(line.get("top_finding") or "-")})
+                     "top": str(line.get("top_finding") or "-"), "source": source})
     return rows
+
+
+def job_lines(report: Report) -> list[str]:
+    """A job's ranks in a few lines, however many ranks it has."""
+    job = report.job
+    if not job:
+        return []
+    status = ", ".join(f"{n:,} {s}" for s, n in job.get("status", {}).items())
+    lines = [f"{job.get('ranks', 0):,} ranks: {status}"]
+    near = job.get("killed_near_limit") or []
+    if near:
+        lines.append(f"killed near the memory limit (OOM?): rank{'s' if len(near) > 1 else ''} "
+                     f"{', '.join(map(str, near[:20]))}{' ...' if len(near) > 20 else ''}")
+    verdicts = ", ".join(f"{n:,} {v}" for v, n in job.get("verdicts", {}).items())
+    sources = ", ".join(f"{n:,} {s}" for s, n in job.get("sources", {}).items())
+    lines.append(f"verdicts: {verdicts}" + (f" (judged: {sources})" if sources else ""))
+    for key, label, signed in (("main_uss_growth", "main USS growth per step", True),
+                               ("main_rss_peak", "main RSS peak", False)):
+        spread = job.get(key)
+        if isinstance(spread, dict):
+            unit = "/step" if signed else ""
+            lines.append(f"{label}, over the ranks: " + ", ".join(
+                f"{k} {format_bytes(spread.get(k), signed=signed)}{unit}"
+                for k in ("min", "median", "max")))
+    hidden = report.ranks[MAX_RANK_ROWS:]
+    if hidden:
+        from torchleak.analysis.job import compress_ranks
+
+        lines.append(f"{len(hidden):,} more leaking ranks: "
+                     f"{compress_ranks([line['rank'] for line in hidden])}")
+    for bad in job.get("unreadable", []):
+        lines.append(f"rank {bad.get('rank')} unreadable: {bad.get('error')}")
+    path = report.run.get("trace")
+    folder = Path(str(path)).parent.parent if path else None
+    if folder is not None:
+        lines.append(f"one rank in full: torchleak report {folder} --rank N")
+    return lines
 
 
 def rate_text(finding: Finding) -> str:

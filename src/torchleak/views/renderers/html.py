@@ -16,7 +16,7 @@ from torchleak.units import format_bytes, format_duration, format_value
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.breakdown import breakdown_rows, stacked_charts
 from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
-                                               metadata_rows, rank_rows, signal_last,
+                                               job_lines, metadata_rows, rank_rows, signal_last,
                                                signal_rate, status_of, verdict_parts)
 from torchleak.views.renderers.svg import PALETTE, oom_step, render_chart
 
@@ -52,6 +52,7 @@ class HtmlRenderer(Renderer):
             "charts": _charts(report, markup),
             "holders": holder_rows(report),
             "ranks": rank_rows(report),
+            "job": job_lines(report),
             "breakdown": [{"title": title, "svg": markup(svg), "legend": legend}
                           for title, svg, legend in stacked_charts(report)],
             "breakdown_rows": breakdown_rows(report),

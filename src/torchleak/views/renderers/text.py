@@ -16,8 +16,9 @@ from torchleak.units import format_value
 from torchleak.views.inert import inert_input
 from torchleak.views.renderers.base import Renderer
 from torchleak.views.renderers.breakdown import breakdown_rows
-from torchleak.views.renderers.details import (finding_facts, guard_text, live_text, holder_rows,
-                                               metadata_rows, rank_rows, signal_last,
+from torchleak.views.renderers.details import (finding_facts, guard_text, holder_rows,
+                                               job_lines, live_text, metadata_rows, rank_rows,
+                                               signal_last,
                                                signal_rate, status_of, verdict_parts)
 from torchleak.views.sparkline import sparkline
 from torchleak.views.tabular import format_table
@@ -59,8 +60,10 @@ def report_lines(report: Report, spark_width: int = 32) -> list[Text]:
     lines += [Text(line, style="yellow") for line in live_text(report)]
     lines += [Text(f"--safe: {value}", style="dim") for key, value in metadata_rows(report)
               if key == "--safe"]
+    if report.job:
+        lines += [Text(""), Text("ranks", style="bold"), *map(Text, job_lines(report))]
     if report.ranks:
-        lines += [Text(""), Text("ranks", style="bold"), Text(_rank_table(report))]
+        lines += [Text(""), Text("leaking ranks", style="bold"), Text(_rank_table(report))]
     lines += [Text(""), Text("memory over steps", style="bold"), Text(_signal_table(report,
                                                                                   spark_width))]
     if report.breakdown:
@@ -86,9 +89,10 @@ def _signal_table(report: Report, spark_width: int) -> str:
 
 
 def _rank_table(report: Report) -> str:
-    rows = [[r["rank"], r["verdict"], r["steps"], r["growth"], r["top"]]
+    rows = [[r["rank"], r["status"], r["steps"], r["growth"], r["top"], r["source"]]
             for r in rank_rows(report)]
-    return format_table(["rank", "verdict", "steps", "growth", "top finding"], rows).rstrip("\n")
+    return format_table(["rank", "status", "steps", "growth", "top finding", "judged"],
+                        rows).rstrip("\n")
 
 
 def _breakdown_table(report: Report) -> str:
