@@ -136,7 +136,11 @@ def _from_live(found: RankDigest, live: Any, conn: Any, scan: bool) -> None:
     found.verdict, found.reason, found.source = str(live["verdict"]), str(
         live.get("reason") or ""), "live"
     found.judged_at = live.get("step") if isinstance(live.get("step"), int) else None
-    found.findings = _findings(conn, "live")
+    findings = _findings(conn, "live")
+    # A live judgement holds suspects too: only the called ones are the rank's leak (a
+    # trace from before the two tiers marks none, and its verdict says leak only on calls).
+    called = [f for f in findings if f.called]
+    found.findings = called if called or "tier" in live else findings
 
 
 def _from_analysis(found: RankDigest, conn: Any) -> None:
