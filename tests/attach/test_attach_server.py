@@ -73,9 +73,8 @@ def test_no_boundary_in_time_is_a_timeout_and_the_command_never_runs_later(
     loop.hold()  # the next step does not end: a loop stuck in C code
     marker = tmp_path / "ran"
     with _client(monitor) as client:
-        started = time.monotonic()
+        # The held step cannot end before gate.set() below: a reply now is no hang.
         reply = client.request("eval", 0.3, code=f"open({str(marker)!r}, 'w').close()")
-        assert time.monotonic() - started < 2
         assert reply["state"] == "timeout"
         assert "no step boundary within 0.3 s" in reply["error"]
         assert "will not run later" in reply["error"]
