@@ -137,3 +137,13 @@ def test_torch_imports_quietly_in_the_set_up_environment() -> None:
     proc = subprocess.run([sys.executable, "-c", "import torch, torchleak"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+
+
+def test_the_test_command_shows_what_the_suite_costs() -> None:
+    """The README's test command (the one CI runs, ``test_docs_ship``) prints the 15
+    slowest tests, so the suite's cost stays visible."""
+    command = [line for line in README.splitlines()
+               if line.startswith("python3 -m venv") and "pytest" in line]
+    assert len(command) == 1 and command[0].endswith("-m pytest -q --durations=15")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert command[0] in ci.splitlines()
