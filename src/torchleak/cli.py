@@ -13,8 +13,9 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
-from torchleak.errors import EXIT_SOFTWARE, TorchleakError
+from torchleak.errors import EXIT_SOFTWARE, EXIT_USAGE, TorchleakError
 
 COMMANDS: dict[str, str] = {
     "run": "record a training script and say whether it leaks",
@@ -30,14 +31,31 @@ COMMANDS: dict[str, str] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with the documented exit code for a bad command line (64, not 2) and one
+    line that says what to type instead (not the usage block and the error)."""
+
+    command: str | None = None  # the subcommand typed: unknown options are its to list
+
+    def error(self, message: str) -> NoReturn:
+        if self.prog != "torchleak":
+            hint = f"`{self.prog} --help` lists its options"
+        elif self.command is not None:
+            hint = f"`torchleak {self.command} --help` lists its options"
+        else:
+            hint = "`torchleak --help` lists the commands"
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; {hint}\n")
+
+
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="torchleak",
         description="Find, explain and stop memory leaks in PyTorch training.",
     )
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((a for a in argv if not a.startswith("-")), None)
+    parser.command = wanted if wanted in COMMANDS else None
     for name, summary in COMMANDS.items():
         cmd_parser = sub.add_parser(name, help=summary, description=summary)
         # Only the chosen subcommand's module is imported (keeps `check` free of torch).
@@ -69,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     execute = getattr(args, "_execute", None)
     if execute is None:
         parser.print_help(sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         return int(execute(args))
     except TorchleakError as err:

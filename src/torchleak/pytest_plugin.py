@@ -120,11 +120,16 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     if marker is None:
         yield
         return
+    problem: str | None = None
     try:
         check = LeakCheck.from_marker(marker)
     except ValueError as err:
+        problem = str(err)
+    if problem is not None:
+        # Outside the except block: inside it the failure would carry the ValueError as
+        # its context, and pytest would print the message twice.
         outcome = yield
-        _fail(outcome, str(err))
+        _fail(outcome, problem)
         return
     monitor = _start(item)
     outcome = yield
@@ -184,4 +189,5 @@ def _fail(outcome: Any, message: str) -> None:
     try:
         pytest.fail(message, pytrace=False)
     except pytest.fail.Exception as failure:
+        failure.__suppress_context__ = True  # only this message, never a chained one
         outcome.force_exception(failure)

@@ -153,15 +153,22 @@ def assert_rate(value: float | None, truth: float, low: float = 0.5, high: float
 
 # The CLI, end to end --------------------------------------------------------------------
 
-def run_cli(folder: Path, source: str, *options: str, timeout: float = 120
+def run_cli(folder: Path, source: str, *options: str, timeout: float = 120,
+            module: str | None = None
             ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
-    """``python -m torchleak run --json out.json [options] script.py`` in a fresh process."""
+    """``python -m torchleak run --json out.json [options] script.py`` in a fresh process
+    (``module``: the source is that module of a package in ``folder``, run with ``-m``)."""
     script = folder / "train.py"
+    if module is not None:
+        script = folder.joinpath(*module.split(".")).with_suffix(".py")
+        script.parent.mkdir(parents=True, exist_ok=True)
+        (script.parent / "__init__.py").write_text("")
     script.write_text(textwrap.dedent(source).lstrip())
+    target = ["-m", module] if module is not None else [str(script)]
     out_json = folder / "out.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
-                           str(folder / "run"), "--json", str(out_json), *options, str(script)],
+                           str(folder / "run"), "--json", str(out_json), *options, *target],
                           cwd=folder, capture_output=True, text=True, timeout=timeout, env=env)
     report = json.loads(out_json.read_text()) if out_json.exists() else None
     return proc, report

@@ -1,6 +1,6 @@
 """End to end through ``python -m torchleak run --json``: what a user's CI sees.
 
-The three runs start together (each pays seconds of torch import in its own process).
+The four runs start together (each pays seconds of torch import in its own process).
 """
 
 from __future__ import annotations
@@ -80,9 +80,10 @@ Result = tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]
 @pytest.fixture(scope="module")
 def cli_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Result]:
     jobs = {"leaky": (LEAKY, ("--fail-on-leak",)), "healthy": (HEALTHY, ("--fail-on-leak",)),
-            "crashing": (CRASHING, ("--fail-on-leak",))}
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        futures = {name: pool.submit(run_cli, tmp_path_factory.mktemp(name), source, *options)
+            "crashing": (CRASHING, ("--fail-on-leak",)), "module": (LEAKY, ())}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        futures = {name: pool.submit(run_cli, tmp_path_factory.mktemp(name), source, *options,
+                                     module="trainpkg.leaky" if name == "module" else None)
                    for name, (source, options) in jobs.items()}
         return {name: future.result() for name, future in futures.items()}
 
@@ -117,3 +118,38 @@ def test_a_crashing_script_keeps_its_exit_code_and_still_writes_the_json(
     assert report["run"].get("status") == "crashed", report["run"]
     assert report["verdict"] == "leak", report  # what was recorded up to the crash
     assert any("kept" in f["culprit"] for f in report["findings"]), report
+
+
+def test_a_module_run_points_at_the_source_line_as_a_script_run_does(
+        cli_runs: dict[str, Result]) -> None:
+    """``torchleak run -m trainpkg.leaky``: the finding says `at trainpkg/leaky.py:N`,
+    the same line the script run names."""
+    sources = {}
+    for name in ("leaky", "module"):
+        proc, report = cli_runs[name]
+        assert report is not None and report["verdict"] == "leak", (proc.stderr, report)
+        top = next(f for f in report["findings"] if "train_outputs" in f["culprit"])
+        sources[name] = top["source"]
+    assert sources["module"] is not None, sources
+    assert sources["module"].startswith("trainpkg/leaky.py:"), sources
+    assert sources["module"].split(":", 1)[1] == sources["leaky"].split(":", 1)[1]
+    assert "self.train_outputs.append(logits)" in sources["module"]
+
+
+def test_the_module_file_is_found_without_importing_its_package(
+        tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    from torchleak.analysis.sources import find_source, module_file
+
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("raise SystemExit('a report ran user code')\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "train.py").write_text("kept = []\nfor i in range(3):\n"
+                                              "    kept.append(i)\n")
+    (package / "__main__.py").write_text("history = []\nhistory += [1]\n")
+    monkeypatch.chdir(tmp_path)
+    assert module_file("pkg.sub.train") == "pkg/sub/train.py"
+    assert module_file("pkg") == "pkg/__main__.py"  # a package runs its __main__
+    assert module_file("pkg.nothing") is None and module_file("not a name") is None
+    assert find_source("-m pkg.sub.train", "list", "kept") == "pkg/sub/train.py:3: kept.append(i)"
+    assert find_source("-m pkg", "list", "history") == "pkg/__main__.py:2: history += [1]"

@@ -184,16 +184,22 @@ def test_the_socket_is_0600_and_another_user_is_refused(runs: Runs) -> None:
 
 def test_a_stuck_step_gives_a_timeout_and_the_command_never_runs_later(runs: Runs) -> None:
     run = runs.leaky
-    _eval(run, "pause = 5")  # the step after this boundary sleeps 5 s
+    hold, held = run.folder / "hold", run.folder / "held"
+    hold.touch()  # the loop stays inside its step, with no boundary, until hold goes
+    deadline = time.monotonic() + 60
+    while not held.exists():
+        assert time.monotonic() < deadline, "the loop never reached the hold"
+        time.sleep(0.02)
     marker = run.folder / "ran-late"
-    started = time.monotonic()
-    stuck = attach(str(run.out), "--eval", f"open({str(marker)!r}, 'w').close()",
-                   "--timeout", "1", cwd=run.folder)
-    assert time.monotonic() - started < 5  # 1 s, plus the command's start-up: no hang
+    try:
+        stuck = attach(str(run.out), "--eval", f"open({str(marker)!r}, 'w').close()",
+                       "--timeout", "1", cwd=run.folder)  # returns while the step is held
+    finally:
+        hold.unlink()
+        held.unlink(missing_ok=True)
     assert stuck.returncode == EXIT_UNAVAILABLE
     assert "no step boundary within 1 s" in stuck.stderr
     assert "will not run later" in stuck.stderr and stuck.stderr.count("\n") == 1
-    _eval(run, "pause = 0", "--timeout", "10")  # runs at the boundary after the long step
     run.wait_for_step(run.steps() + 5)
     assert not marker.exists()
 

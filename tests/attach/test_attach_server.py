@@ -67,12 +67,14 @@ def test_another_user_cannot_connect(served: Any) -> None:
 
 
 def test_a_command_runs_on_the_training_thread(served: Any) -> None:
-    monitor, _loop = served()
+    monitor, loop = served()
     with _client(monitor) as client:
+        asked_at = loop.steps
         reply = client.request("eval", 5, code="import threading\n"
                                                "threading.current_thread().name")
     assert reply["ok"] and reply["result"] == "'training'"
-    assert reply["step"] >= 3 and reply["waited_ms"] < 1000
+    # At the next boundary (counted in steps, not milliseconds: a busy machine is slow).
+    assert reply["step"] >= 3 and reply["step"] <= asked_at + 2, (reply, asked_at)
 
 
 def test_no_boundary_in_time_is_a_timeout_and_the_command_never_runs_later(
@@ -81,9 +83,8 @@ def test_no_boundary_in_time_is_a_timeout_and_the_command_never_runs_later(
     loop.hold()  # the next step does not end: a loop stuck in C code
     marker = tmp_path / "ran"
     with _client(monitor) as client:
-        started = time.monotonic()
+        # The held step cannot end before gate.set() below: a reply now is no hang.
         reply = client.request("eval", 0.3, code=f"open({str(marker)!r}, 'w').close()")
-        assert time.monotonic() - started < 2
         assert reply["state"] == "timeout"
         assert "no step boundary within 0.3 s" in reply["error"]
         assert "will not run later" in reply["error"]

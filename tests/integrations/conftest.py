@@ -48,26 +48,58 @@ class Run:
         return self.proc.stdout + self.proc.stderr
 
 
-def _launch(folder: Path, argv: list[str], live: list[subprocess.Popen[str]]) -> Run:
+# Runs the command detached: this launcher forks a waiter in a session of its own and
+# exits, so the run is no descendant of the test process. The in-process monitors of the
+# tests here count every descendant as a DataLoader worker; a framework run still going
+# on a busy machine would otherwise be measured as one of their workers.
+_DETACH = r"""
+import os, subprocess, sys
+folder, argv = sys.argv[1], sys.argv[2:]
+pid = os.fork()
+if pid:
+    print(pid, flush=True)
+    os._exit(0)
+os.setsid()
+null = os.open(os.devnull, os.O_RDWR)
+for fd in (0, 1, 2):
+    os.dup2(null, fd)
+with open(os.path.join(folder, ".launch-stdout"), "w") as out, \
+        open(os.path.join(folder, ".launch-stderr"), "w") as err:
+    code = subprocess.call(argv, cwd=folder, stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+with open(os.path.join(folder, ".launch-exit.tmp"), "w") as f:
+    f.write(str(code))
+os.replace(os.path.join(folder, ".launch-exit.tmp"), os.path.join(folder, ".launch-exit"))
+"""
+TIMEOUT = 600  # a generous bound: a run that never ends fails its tests, it does not hang
+
+
+def _launch(folder: Path, argv: list[str], live: list[int]) -> Run:
+    import time
+
     folder.mkdir(parents=True, exist_ok=True)
-    proc = subprocess.Popen(argv, cwd=folder, env=child_env(folder), text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    live.append(proc)
+    launcher = subprocess.run([sys.executable, "-c", _DETACH, str(folder), *argv], cwd=folder,
+                              env=child_env(folder), capture_output=True, text=True, timeout=120)
+    session = int(launcher.stdout)
+    live.append(session)
+    done = folder / ".launch-exit"
+    deadline = time.monotonic() + TIMEOUT
     try:
-        out, err = proc.communicate(timeout=400)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        out, err = proc.communicate()
+        while not done.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)  # polls for the end: the event itself, not a duration
     finally:
-        live.remove(proc)
-    return Run(subprocess.CompletedProcess(argv, proc.returncode, out, err), folder)
+        live.remove(session)
+        if not done.exists():
+            _kill(session)
+    code = int(done.read_text()) if done.exists() else -signal.SIGKILL
+    out = (folder / ".launch-stdout").read_text(errors="replace")
+    err = (folder / ".launch-stderr").read_text(errors="replace")
+    return Run(subprocess.CompletedProcess(argv, code, out, err), folder)
 
 
-def _kill(proc: subprocess.Popen[str]) -> None:
+def _kill(session: int) -> None:
     """The run and every process it started (torchrun's and Lightning's ranks)."""
     try:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(session, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
@@ -114,7 +146,7 @@ class RunPool:
         self.base = base
         self._executor = ThreadPoolExecutor(PARALLEL)
         self._futures: dict[str, Future[Run]] = {}
-        self._live: list[subprocess.Popen[str]] = []
+        self._live: list[int] = []  # the detached runs' sessions
 
     def start_all(self) -> None:
         for name, (modules, argv) in RUNS.items():
@@ -131,8 +163,8 @@ class RunPool:
     def shutdown(self) -> None:
         """Runs no test asked for (a subset of the tests was selected) are not waited for."""
         self._executor.shutdown(wait=False, cancel_futures=True)
-        for proc in list(self._live):
-            _kill(proc)
+        for session in list(self._live):
+            _kill(session)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -80,6 +80,8 @@ def test_unmarked_leak_is_not_checked():
     out = result.stdout.str()
     assert "the loop made 20 steps; @pytest.mark.no_leak(steps=100) needs at least 100" in out
     assert "@pytest.mark.no_leak takes steps= and tolerance=, not step" in out
+    assert out.count("takes steps= and tolerance=, not step") == 1  # printed once
+    assert "During handling" not in out
 
 
 def test_the_marker_is_registered(pytester: pytest.Pytester) -> None:

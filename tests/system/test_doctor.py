@@ -197,3 +197,13 @@ def test_terminal_table_folds_long_text_instead_of_cutting_it(cow_script: Path) 
     flat = " ".join(text.split())
     for check in report.checks:
         assert check.status in flat
+
+
+def test_without_a_script_no_proposal_names_a_file_the_user_may_not_have(
+        machine_json: dict) -> None:
+    from torchleak.system.allocator import detect_allocator
+
+    commands = [p["change"] for p in machine_json["proposals"]]  # `torchleak doctor --json`
+    assert not [c for c in commands if ".py" in c.replace("<your_script.py>", "")], commands
+    if detect_allocator().is_glibc:  # the --safe proposal is made, with the placeholder
+        assert "torchleak run --safe <your_script.py>" in commands

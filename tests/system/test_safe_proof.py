@@ -80,19 +80,25 @@ raise SystemExit(3)
 """
 
 
-def _run_both(script: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], ...]:
-    """The script plain and under --safe settings, side by side."""
+def _run_all(commands: list[tuple[list[str], str]]) -> list[subprocess.CompletedProcess[str]]:
+    """Run the commands side by side (``TORCHLEAK_TEST_SAFE`` set as given) and wait for
+    all: their imports overlap, and every core is used."""
     procs = []
-    for safe in ("0", "1"):
+    for argv, safe in commands:
         env = dict(os.environ, TORCHLEAK_TEST_SAFE=safe, OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen([sys.executable, str(script), *args], env=env,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                      text=True))
+        procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True))
     results = []
     for proc in procs:
-        out, err = proc.communicate(timeout=300)
+        out, err = proc.communicate(timeout=600)
         results.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
-    return tuple(results)
+    return results
+
+
+def _run_both(script: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], ...]:
+    """The script plain and under --safe settings, side by side."""
+    argv = [sys.executable, str(script), *args]
+    return tuple(_run_all([(argv, "0"), (argv, "1")]))
 
 
 def _uss_and_losses(out: str) -> tuple[list[tuple[int, int]], list[str]]:
@@ -116,9 +122,31 @@ def retention_script(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-def _retention(script: Path, keep: str) -> tuple[float, float, str]:
+@pytest.fixture(scope="module")
+def logits_runs(retention_script: Path, tmp_path_factory: pytest.TempPathFactory
+                ) -> tuple[dict[str, subprocess.CompletedProcess[str]], Path]:
+    """The kept-logits loop plain, with the settings applied in the script, under
+    `torchleak run --safe` and under a plain `torchleak run`, all four side by side; the
+    tests below share them (the plain run is the baseline of two of them)."""
+    folder = tmp_path_factory.mktemp("safe-cli")
+    script = [str(retention_script), "logits"]
+    run = [sys.executable, "-m", "torchleak", "run"]
+    names = ["plain", "safe", "cli_safe", "cli_plain"]
+    results = _run_all([
+        ([sys.executable, *script, "500"], "0"),
+        ([sys.executable, *script, "500"], "1"),
+        ([*run, "--safe", "--out", str(folder / "run"), "--json", str(folder / "safe.json"),
+          *script, "500"], "0"),
+        ([*run, "--quiet", "--out", str(folder / "plain-run"), "--json",
+          str(folder / "plain.json"), *script, "60"], "0")])
+    return dict(zip(names, results)), folder
+
+
+def _retention(script: Path, keep: str,
+               runs: dict[str, subprocess.CompletedProcess[str]] | None = None
+               ) -> tuple[float, float, str]:
     """(plain USS slope, safe USS slope, the safe run's stderr); losses must match."""
-    plain, safe = _run_both(script, keep, "500")
+    plain, safe = (runs["plain"], runs["safe"]) if runs else _run_both(script, keep, "500")
     assert plain.returncode == 0 and safe.returncode == 0, plain.stderr + safe.stderr
     plain_uss, plain_losses = _uss_and_losses(plain.stdout)
     safe_uss, safe_losses = _uss_and_losses(safe.stdout)
@@ -129,8 +157,9 @@ def _retention(script: Path, keep: str) -> tuple[float, float, str]:
 
 
 def test_kept_logits_loop_is_flat_under_safe_with_identical_losses(
-        retention_script: Path) -> None:
-    plain_slope, safe_slope, safe_stderr = _retention(retention_script, "logits")
+        retention_script: Path, logits_runs: tuple[dict, Path]) -> None:
+    plain_slope, safe_slope, safe_stderr = _retention(retention_script, "logits",
+                                                      logits_runs[0])
     assert plain_slope > 150 * 1024, f"plain grew only {plain_slope / 1024:.0f} KB/step"
     assert abs(safe_slope) <= 0.10 * plain_slope, (
         f"safe {safe_slope / 1024:.1f} KB/step vs plain {plain_slope / 1024:.1f}")
@@ -160,17 +189,12 @@ def test_healthy_run_keeps_its_output_and_exit_code(tmp_path: Path) -> None:
 
 
 def test_torchleak_run_safe_applies_it_prints_it_and_reports_it(
-        retention_script: Path, tmp_path: Path) -> None:
+        logits_runs: tuple[dict[str, subprocess.CompletedProcess[str]], Path]) -> None:
     """The same proof through the command users type: `torchleak run --safe`."""
     import json
 
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    plain = subprocess.run([sys.executable, str(retention_script), "logits", "500"], env=env,
-                           capture_output=True, text=True, timeout=300)
-    safe = subprocess.run([sys.executable, "-m", "torchleak", "run", "--safe", "--out",
-                           str(tmp_path / "run"), "--json", str(tmp_path / "safe.json"),
-                           str(retention_script), "logits", "500"], env=env,
-                          capture_output=True, text=True, timeout=300)
+    runs, folder = logits_runs
+    plain, safe = runs["plain"], runs["cli_safe"]
     assert plain.returncode == safe.returncode == 0, safe.stderr
     plain_uss, plain_losses = _uss_and_losses(plain.stdout)
     safe_uss, safe_losses = _uss_and_losses(safe.stdout)
@@ -178,13 +202,10 @@ def test_torchleak_run_safe_applies_it_prints_it_and_reports_it(
     assert abs(_slope(safe_uss[3:])) <= 0.10 * _slope(plain_uss[3:])
     lines = [line for line in safe.stderr.splitlines() if line.startswith("torchleak --safe:")]
     assert any("MALLOC_ARENA_MAX" in line for line in lines), safe.stderr
-    report = json.loads((tmp_path / "safe.json").read_text())
+    report = json.loads((folder / "safe.json").read_text())
     settings = {s["setting"]: s for s in report["safe"]}
     assert settings["MALLOC_ARENA_MAX"] == {"setting": "MALLOC_ARENA_MAX", "value": "4",
                                             "was": None}
     assert settings["malloc_trim(0)"].get("saved_bytes", 0) > 0  # what the trims gave back
-    unsafe = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
-                             str(tmp_path / "plain-run"), "--json", str(tmp_path / "plain.json"),
-                             str(retention_script), "logits", "60"], env=env,
-                            capture_output=True, text=True, timeout=300)
-    assert unsafe.returncode == 0 and json.loads((tmp_path / "plain.json").read_text())["safe"] == []
+    unsafe = runs["cli_plain"]
+    assert unsafe.returncode == 0 and json.loads((folder / "plain.json").read_text())["safe"] == []

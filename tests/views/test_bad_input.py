@@ -143,11 +143,32 @@ def test_ctrl_c_stops_a_runaway_query(leak_run: Path) -> None:
 
     sql = ("WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
            "SELECT COUNT(*) FROM n")
-    proc = subprocess.Popen([sys.executable, "-m", "torchleak", "query", str(leak_run), sql],
+    # Its own --timeout is far off: an exit 130 before it can only be Ctrl-C's doing.
+    proc = subprocess.Popen([sys.executable, "-m", "torchleak", "query", str(leak_run), sql,
+                             "--timeout", "3600"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    time.sleep(3)
+    trace = str((leak_run / "trace.sqlite").resolve())
+    deadline = time.monotonic() + 120  # until the query has the trace open (busy machines)
+    while not _has_open(proc.pid, trace):
+        assert time.monotonic() < deadline and proc.poll() is None, "the query never started"
+        time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
-    start = time.monotonic()
-    _out, err = proc.communicate(timeout=10)
-    assert time.monotonic() - start < 5 and proc.returncode == 130, err
+    _out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
     assert "Traceback" not in err
+
+
+def _has_open(pid: int, path: str) -> bool:
+    import os
+
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}") == path:
+                return True
+        except OSError:
+            continue
+    return False

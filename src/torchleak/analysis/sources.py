@@ -3,12 +3,16 @@
 The user's script is parsed with ``ast`` (never imported or run again): the first real
 statement that grows the named holder (``name.append(...)``, ``name += ...``,
 ``name[k] = ...``) or that creates the kind of thing that grows (a hook registration, a
-figure, an ``lru_cache`` decorator). Strings and comments never match.
+figure, an ``lru_cache`` decorator). Strings and comments never match. A run of
+``-m package.module`` reads the module's file, found on the path as ``python -m`` finds
+it, without importing anything.
 """
 
 from __future__ import annotations
 
 import ast
+import os
+import sys
 from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
@@ -74,8 +78,28 @@ def _nodes_in_order(tree: ast.Module) -> Iterator[ast.AST]:
                        key=lambda n: (n.lineno, n.col_offset)))
 
 
+def module_file(module: str) -> str | None:
+    """The file ``python -m module`` runs (``pkg/mod.py``, or ``pkg/__main__.py`` for a
+    package), looked up in the current folder, then on ``sys.path``; relative to the
+    current folder when it is inside it. Nothing is imported: a package's
+    ``__init__`` is user code, and a report must not run it."""
+    parts = module.split(".")
+    if not all(part.isidentifier() for part in parts):
+        return None
+    for base in dict.fromkeys([os.getcwd(), *(p or os.getcwd() for p in sys.path)]):
+        root = Path(base).joinpath(*parts)
+        for candidate in (root.with_name(root.name + ".py"), root / "__main__.py"):
+            if candidate.is_file():
+                relative = os.path.relpath(candidate)
+                return str(candidate) if relative.startswith("..") else relative
+    return None
+
+
 def find_source(script: str | None, kind: str, name: str) -> str | None:
-    """``file:line: code`` of the first statement that grows ``name``, or None."""
+    """``file:line: code`` of the first statement that grows ``name``, or None.
+    ``script`` is the run's script, or ``-m package.module``."""
+    if script and script.startswith("-m "):
+        script = module_file(script[3:].strip())
     if not script:
         return None
     tree, lines = _parse(script)

@@ -91,7 +91,8 @@ def run_doctor(script: Path | None = None, static_check: StaticCheck | None = No
     report = DoctorReport(checks)
     if facts is not None and text is not None:
         _add_script(report, facts, machine, text, static_check)
-    safe = _safe_proposal(str(script) if script else "train.py")
+    # Without a script, a placeholder the user recognises: never a file they may not have.
+    safe = _safe_proposal(str(script) if script else "<your_script.py>")
     if safe is not None:
         report.proposals.append(safe)
     return report
