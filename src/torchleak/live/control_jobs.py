@@ -120,7 +120,9 @@ def walk_action(recorder: Recorder) -> Action:
             return {"ok": False, "summary": "no walk: torch not imported yet",
                     "error": "no holder walk yet: the program has not imported torch"}
         start = time.perf_counter()
-        samples = recorder.walk_now(frame)
+        # An emptied container is recorded for the analysis (released), never shown as a
+        # holder of memory now.
+        samples = [s for s in recorder.walk_now(frame) if s.length or s.bytes]
         ms = (time.perf_counter() - start) * 1000.0
         largest = sorted(samples, key=lambda s: s.bytes, reverse=True)[:MAX_HOLDERS]
         holders = [{"holder": s.holder, "kind": s.kind, "type_name": s.type_name,
