@@ -294,3 +294,38 @@ def test_a_killed_runs_report_says_which_tier_the_live_detector_reached(
     text = subprocess.run([sys.executable, "-m", "torchleak", "report", str(out)],
                           cwd=tmp_path, env=child_env(), capture_output=True, text=True).stdout
     assert "live detector before the run was killed: had called a leak" in text, text
+
+
+# A program the script starts (a server, a tool) that holds memory while training runs.
+HELPER_PROCESS = """
+    import subprocess, sys
+    import torch
+
+    server = subprocess.Popen([sys.executable, "-c", "import sys, time; data = bytearray("
+                               "120 * 2 ** 20); sys.stdin.read()"], stdin=subprocess.PIPE)
+    model = torch.nn.Linear(64, 8)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(300):
+        loss = model(torch.randn(32, 64)).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    server.stdin.close()
+    server.wait()
+    print("done")
+"""
+
+
+@prefetch
+def helper_process(folder: Path) -> Recorded:
+    script = write_script(folder, "helper_process.py", HELPER_PROCESS)
+    return record(folder, script, options=("--json", str(folder / "helper.json")))
+
+
+def test_a_program_the_script_starts_is_not_counted_as_dataloader_workers(
+        runs: RunPool) -> None:
+    run = runs.get(helper_process)
+    assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr
+    assert run.scalar("SELECT COUNT(*) FROM process_samples WHERE role = 'worker'") == 0
+    report = json.loads((run.out.parent / "helper.json").read_text())
+    assert not any("DataLoader workers" in f["culprit"] for f in report["findings"])

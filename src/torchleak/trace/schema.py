@@ -38,7 +38,7 @@ CREATE TABLE IF NOT EXISTS process_samples (
     step  INTEGER NOT NULL,            -- latest step when the sample was taken
     t     REAL NOT NULL,
     pid   INTEGER NOT NULL,
-    role  TEXT NOT NULL,               -- 'main' | 'worker' (any child process)
+    role  TEXT NOT NULL,               -- 'main' | 'worker' (a fork or multiprocessing child)
     rss   INTEGER,
     uss   INTEGER,                     -- smaps_rollup Private_* (exact USS)
     pss   INTEGER

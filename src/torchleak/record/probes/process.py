@@ -84,6 +84,8 @@ class ChildSampler:
         self._wake = threading.Event()  # a fork wakes us early
         self._me = psutil.Process()
         self._children: list[int] = []
+        self._workers: dict[int, bool] = {}  # pid -> counted as a worker
+        self._own_cmdline = _cmdline(os.getpid())
         self._children_at = 0.0
         self._main_at = 0.0
         self._thread = threading.Thread(target=self._loop, name="torchleak-sampler", daemon=True)
@@ -128,7 +130,7 @@ class ChildSampler:
         now = time.monotonic()
         step, t = self._current_step(), time.time()
         if now - self._children_at > self._children_refresh:
-            self._children = self._list_children()
+            self._children = [pid for pid in self._list_children() if self._worker(pid)]
             self._children_at = now
         latest: dict[int, int] = {}
         for pid in self._children:
@@ -147,6 +149,20 @@ class ChildSampler:
                 now - self._heap_at > self._heap_interval * (0.5 if early else 1.0)):
             self._heap_at = now
             self._emit_heap(step, t, self._heap.sample())
+
+    def _worker(self, pid: int) -> bool:
+        """A worker is a fork of this process (its command line is ours) or a process
+        multiprocessing started (spawn, forkserver); a program the script runs (a
+        TensorBoard server, a compiler, a test's own subprocess) is not one."""
+        known = self._workers.get(pid)
+        if known is None:
+            cmdline = _cmdline(pid)
+            known = cmdline is None or cmdline == self._own_cmdline or (
+                b"multiprocessing" in cmdline)
+            if len(self._workers) > 4096:
+                self._workers.clear()
+            self._workers[pid] = known
+        return known
 
     def _list_children(self) -> list[int]:
         """Every descendant, from the kernel's per-thread children lists (~0.1 ms; psutil
@@ -167,3 +183,11 @@ class ChildSampler:
                 return [c.pid for c in self._me.children(recursive=True)]
             except psutil.Error:
                 return []
+
+
+def _cmdline(pid: int) -> bytes | None:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read()
+    except OSError:
+        return None
