@@ -57,6 +57,9 @@ class Finding:
     # Live only: why the finding is called (growth warm-up cannot produce); None while it
     # is only suspected (analysis.confirm).
     called: str | None = None
+    # Growth no holder names: how far past what a leak needs (the minimum growth and the
+    # noise) the measured growth went; below 1.5 the verdict is borderline and says so.
+    margin: float | None = None
 
     @property
     def serious(self) -> bool:

@@ -168,3 +168,16 @@ def test_counts_on_sparse_geometric_samples_still_grow() -> None:
     trend = judge_counts([float(s) for s in x], x)
     assert trend.verdict == "growing"
     assert trend.slope == pytest.approx(1.0, rel=0.05)
+
+
+def test_a_growing_trend_carries_its_margin_over_what_a_leak_needs() -> None:
+    from torchleak.analysis.trend import judge
+
+    steps = [float(s) for s in range(1, 1001)]
+    barely = [s * 10_000.0 for s in steps]  # ~9.5 MiB over the window: 1.2x of 8 MiB
+    clearly = [s * 40_000.0 for s in steps]
+    near = judge(steps, barely, warmup=50, min_growth=8 * 2**20, windows=20)
+    far = judge(steps, clearly, warmup=50, min_growth=8 * 2**20, windows=20)
+    assert near.growing and far.growing
+    assert near.margin is not None and 1.0 <= near.margin < 1.5
+    assert far.margin is not None and far.margin > 4

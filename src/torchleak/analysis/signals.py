@@ -134,6 +134,10 @@ def unnamed_finding(data: RunData, signal: str, j: Judged) -> Finding:
     advice = advice_for(kind, script=str(data.meta.get("script") or "SCRIPT"))
     evidence = [f"{title}: {format_bytes(trend.start)} -> {format_bytes(trend.end)} "
                 f"({trend.reason})", *cause.evidence]
+    if trend.margin is not None:
+        evidence.append(f"growth {trend.margin:.2g}x what a leak needs (the minimum growth "
+                        "and 3 MADs of noise)" + (": borderline, a longer run decides"
+                                                   if trend.margin < BORDERLINE else ""))
     switch = switch_on(data, trend.first_step, trend.last_step)
     if switch is not None and not signal.startswith("cuda_reserved"):
         mechanism, label = switch
@@ -142,14 +146,21 @@ def unnamed_finding(data: RunData, signal: str, j: Judged) -> Finding:
         return Finding(kind=kind, culprit=f"{label}: on while {title} grows", severity=
                        severity.value, fix=advice.fix, pattern=advice.pattern.anchor,
                        pattern_title=advice.pattern.title, signal=signal, cause=cause.kind,
-                       evidence=evidence)
+                       evidence=evidence, margin=_rounded(trend.margin))
     natives = _native_handles(data)
     if kind == K.NATIVE_MEMORY and natives:
         evidence.append("native handles in reach of your code: " + "; ".join(natives))
     return Finding(kind=kind, culprit=f"{title}: {what}", severity=severity.value,
                    fix=advice.fix, pattern=advice.pattern.anchor,
                    pattern_title=advice.pattern.title, signal=signal, cause=cause.kind,
-                   evidence=evidence)
+                   evidence=evidence, margin=_rounded(trend.margin))
+
+
+BORDERLINE = 1.5  # a growth margin below this is shown as borderline
+
+
+def _rounded(margin: float | None) -> float | None:
+    return None if margin is None else round(margin, 2)
 
 
 # Torch switches that keep memory per step, in the order they are named (anomaly mode

@@ -43,6 +43,7 @@ class Trend:
     last_step: float = 0.0
     reason: str = ""
     intercept: float | None = None  # of the fitted line through the troughs
+    margin: float | None = None  # growth over what growth must reach (threshold, noise)
 
     @property
     def growing(self) -> bool:
@@ -76,6 +77,7 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
         return trend
     growth = slope * (tx[-1] - tx[0])
     noise = 3 * mad([b - slope * a for a, b in zip(tx, ty)])
+    trend.margin = growth / max(min_growth, noise, 1e-9)
     if growth < max(min_growth, noise):
         trend.reason = f"growth {growth:.3g} below threshold {max(min_growth, noise):.3g}"
         return trend

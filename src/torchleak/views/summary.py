@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from torchleak.analysis.breakdown import GROWS
+from torchleak.analysis.signals import BORDERLINE
 from torchleak.report import Finding, Report
 from torchleak.units import format_bytes
 from torchleak.views.inert import inert_input
@@ -36,6 +37,9 @@ def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
         lines.append(f"{more}see {pattern}")
     if f.detected_at_step is not None:
         lines.append(f"{more}growth visible from step {f.detected_at_step:,}")
+    if f.margin is not None and f.margin < BORDERLINE:
+        lines.append(f"{more}borderline: the growth is {f.margin:.2g}x what a leak needs; "
+                     "a longer run decides")
     return lines
 
 
