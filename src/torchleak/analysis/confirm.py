@@ -98,16 +98,22 @@ def _doubled(pts: list[tuple[float, float]], onset: float, now: float,
 
 def _kept_pace(pts: list[tuple[float, float]], onset: float, split: float, now: float,
                exact: bool) -> bool:
-    """The growth after ``split`` keeps ``KEEP_PACE`` of its pace before, in both halves of
-    the later span (a ramp or a fill that ends early does not), in ``MIN_RISES`` separate
-    rises for exact counts (a model grown in a few stages rises once or twice)."""
+    """The growth after ``split`` keeps ``KEEP_PACE`` of its pace before: over the whole
+    later span, in each of its halves and (exact counts) in its last quarter where samples
+    lie there (a ramp or a fill that ends early does not), in ``MIN_RISES`` separate rises
+    (a model grown in a few stages rises once or twice). Rates are read between samples:
+    holders are sampled sparsely, and a span with no sample of its own says nothing."""
     before = _rate(pts, onset, split)
+    later = _rate(pts, split, now)
+    if before is None or before <= 0 or later is None:
+        return False
     middle = split + (now - split) / 2
-    keep = KEEP_PACE_EXACT if exact else KEEP_PACE
     spans = [(split, middle), (middle, now)]
     if exact:
-        spans.append((now - (now - split) / 4, now))  # still rising at its pace now
-    if before <= 0 or min(_rate(pts, a, b) for a, b in spans) < keep * before:
+        spans.append((now - (now - split) / 4, now))
+    rates = [later] + [r for r in (_rate(pts, a, b) for a, b in spans) if r is not None]
+    keep = KEEP_PACE_EXACT if exact else KEEP_PACE
+    if min(rates) < keep * before:
         return False
     if exact:
         rises = sum(1 for (_s0, v0), (s1, v1) in zip(pts, pts[1:]) if s1 > split and v1 > v0)
@@ -138,5 +144,14 @@ def _rise(pts: list[tuple[float, float]], start: float, end: float) -> float:
     return _value_at(pts, end) - _value_at(pts, start)
 
 
-def _rate(pts: list[tuple[float, float]], start: float, end: float) -> float:
-    return _rise(pts, start, end) / max(1.0, end - start)
+def _rate(pts: list[tuple[float, float]], start: float, end: float) -> float | None:
+    """Growth per step between the samples that bound ``start`` and ``end`` (the last at
+    or before each; the first sample when none is before ``start``); None when no sample
+    lies after the first one within the span."""
+    first = next((p for p in reversed(pts) if p[0] <= start), pts[0])
+    last = next((p for p in reversed(pts) if p[0] <= end), None)
+    if last is None or last[0] <= max(first[0], start):
+        return None  # no sample of the span's own
+    return (last[1] - first[1]) / (last[0] - first[0])
+
+

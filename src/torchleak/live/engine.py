@@ -342,6 +342,9 @@ class Monitor:
         if self.recorder is not None and any(f.signal.startswith("cuda") for f in fired):
             # The allocator's own history from now on: saved at the guard or later.
             self.recorder.request(lambda frame: self.recorder.start_cuda_history())  # type: ignore[union-attr]
+        suspected = [f.holder_path for f in report.serious if f.holder_path and not f.called]
+        if self.recorder is not None and suspected:
+            self.recorder.confirm(suspected)  # sample them densely: is it still growing?
         unexplained = {f.signal for f in report.serious if f.kind in UNEXPLAINED}
         if self.recorder is not None and unexplained - self._hunted:
             self._hunted |= unexplained

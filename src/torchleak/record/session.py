@@ -47,6 +47,8 @@ MAX_REMEMBERED_SIZES = 4096
 # Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
 # steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
 HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
+CONFIRM_SAMPLES = 4  # re-measures of suspected holders after each live look at them
+CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the steps so far
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
 
@@ -85,6 +87,9 @@ class Recorder:
         self._suspects: list[str] = []
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._hunt_left = 0  # full walks still owed to growth no holder explains
+        self._confirming: list[str] = []  # holders the live detector suspects
+        self._confirm_left = 0  # re-measures of them still owed
+        self._confirm_next = 0
         self._hunt_next = 0
         self._last_sizes: dict[str, float] = {}
         self._census_measured = False
@@ -209,6 +214,12 @@ class Recorder:
         densely by the quick re-measure. A handful of ~1-5 ms walks, whatever the budget."""
         self._hunt_left, self._hunt_next = HUNT_WALKS, 0
 
+    def confirm(self, paths: list[str]) -> None:
+        """Holders the live detector suspects: re-measure them at the next few boundaries,
+        spaced out, so whether they keep growing shows soon (~10-50 us a holder each)."""
+        self._confirming = list(paths)[:MAX_SUSPECTS]
+        self._confirm_left, self._confirm_next = CONFIRM_SAMPLES, 0
+
     def request(self, action: Request) -> None:
         """Run ``action(frame)`` on the training thread at the next step boundary."""
         self._requests.append(action)
@@ -300,7 +311,8 @@ class Recorder:
                                          or ((step >= self.scheduler.next_step
                                               or start >= self.scheduler.next_due)
                                              and self.scheduler.ready(step, start))
-                                         or (self._hunt_left and step >= self._hunt_next)):
+                                         or (self._hunt_left and step >= self._hunt_next)
+                                         or (self._confirm_left and step >= self._confirm_next)):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()
         self.latest = (step, rss, uss)
@@ -324,6 +336,11 @@ class Recorder:
                     self._hunt_left -= 1
                     self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
                 self._safely("holders", lambda: self._run_holders(step, frame, reason))
+            elif self._confirm_left and step >= self._confirm_next:
+                self._confirm_left -= 1
+                self._confirm_next = step + max(CONFIRM_MIN_GAP, step // CONFIRM_SPREAD)
+                self._safely("holders", lambda: self._run_quick(step, frame, self._confirming,
+                                                                "confirm"))
             elif self._suspects and self.scheduler.due("quick", step, start):
                 self._safely("holders", lambda: self._run_quick(step, frame))
         if "census" not in self._disabled:
@@ -356,14 +373,15 @@ class Recorder:
         """Expected census cost: proportional to the Python heap (allocated blocks)."""
         return sys.getallocatedblocks() * self._census_seconds_per_block
 
-    def _run_quick(self, step: int, frame: FrameType | None) -> None:
+    def _run_quick(self, step: int, frame: FrameType | None, paths: list[str] | None = None,
+                   reason: str = "schedule") -> None:
         assert self._walker is not None
         start = time.perf_counter()
-        samples = self._walker.remeasure(frame, self._suspects)
+        samples = self._walker.remeasure(frame, self._suspects if paths is None else paths)
         self._add_rows("holders", [_holder_row(step, s) for s in samples])
         seconds = time.perf_counter() - start
         self.scheduler.ran("quick", step, seconds)
-        self._add_rows("holder_walks", [(step, "quick", "schedule", seconds * 1000, len(samples))])
+        self._add_rows("holder_walks", [(step, "quick", reason, seconds * 1000, len(samples))])
 
     def _update_suspects(self, samples: list[HolderSample]) -> None:
         """Holders that grew since the previous walk (or always can: hooks, caches)."""
