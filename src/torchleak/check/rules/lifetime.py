@@ -44,6 +44,7 @@ def growth(a: Analysis) -> Growth:
     if cached is not None:
         return cached
     g = Growth()
+    compared = _compared_lengths(a)
     for call, ctx in a.index.calls:
         func = call.func
         if isinstance(func, ast.Attribute):
@@ -52,9 +53,9 @@ def growth(a: Analysis) -> Growth:
                 g.appends.setdefault(attr, []).append((call, ctx))
             elif attr and func.attr in _SHRINK:
                 g.bounded.add(_bound_key(func.value, attr, ctx))
-        if last_name(func) == "len" and call.args:
+        if last_name(func) == "len" and call.args and id(call) in compared:
             attr = _attr_of(call.args[0])
-            if attr:  # a length check guards the growth
+            if attr:  # a length check guards the growth (``print(len(x))`` does not)
                 g.bounded.add(_bound_key(call.args[0], attr, ctx))
     for node, ctx in a.index.assigns:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -72,6 +73,16 @@ def growth(a: Analysis) -> Growth:
                     g.bounded.add(_bound_key(t, attr, ctx))
     a._growth = g  # type: ignore[attr-defined]
     return g
+
+
+def _compared_lengths(a: Analysis) -> set[int]:
+    """``len(x)`` calls inside a comparison (``if len(x) > N``, ``while len(x) >= N``)."""
+    found: set[int] = set()
+    for node in ast.walk(a.index.tree):
+        if isinstance(node, ast.Compare):
+            found.update(id(c) for c in ast.walk(node)
+                         if isinstance(c, ast.Call) and last_name(c.func) == "len")
+    return found
 
 
 def _bound_key(node: ast.AST, attr: str, ctx: Ctx) -> tuple[int, str]:

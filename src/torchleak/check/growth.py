@@ -1,0 +1,511 @@
+"""Which long-lived containers gain something every training step and are never bounded.
+
+A *growth site* is a statement that makes a container bigger (``xs.append(v)``,
+``d[step] = v``, ``x = torch.cat([x, v])``, ``log += f"..."``) where:
+
+* it runs once per step: in the body of a batch loop, or in a function that runs once per
+  step (``training_step``, ``on_train_batch_end``, a ``train_step`` helper called from the
+  loop), not only every N steps;
+* the container outlives the whole run: it lives at module level, on a class, on ``self``,
+  or is a local of the training function made before a loop over steps or epochs (a local
+  list filled over one pass of a data loader is bounded by the data set);
+* nothing resets it: no ``clear()``/``pop``/``del``/re-assignment/slicing trim, no length
+  check, no ``deque(maxlen=...)``, and for ``d[k] = v`` the key changes with every step
+  (the step counter, not the index of a sample within an epoch).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass
+
+from torchleak.check.astutil import dotted, keyword, last_name, names_in, root_name, target_key
+from torchleak.check.astutil import tokens, walk_local
+from torchleak.check.context import Ctx, Func, Loop
+from torchleak.check.rules.base import Analysis
+from torchleak.check.roles import runs_per_step
+from torchleak.check.steps import is_data_iterable
+
+_GROW_METHODS = {"append", "extend", "insert", "appendleft", "add"}
+_SHRINK_METHODS = {"clear", "pop", "popleft", "popitem", "remove", "discard", "reset"}
+_CONTAINER_CALLS = {"list", "dict", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
+_CONCAT_CALLS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack",
+                 "torch.hstack", "torch.row_stack", "np.append", "np.concatenate", "np.vstack",
+                 "np.hstack", "np.row_stack", "numpy.append", "numpy.concatenate",
+                 "numpy.vstack", "numpy.hstack"}
+_STEP_WORDS = {"step", "steps", "iteration", "iter", "it", "global", "counter", "tick"}
+_RUN_LOOP_WORDS = {"epoch", "epochs", "step", "steps", "iteration", "iterations", "iters",
+                   "round", "rounds", "episode", "episodes", "update", "updates"}
+_TENSOR_METHODS = {"detach", "clone", "cpu", "cuda", "to", "float", "half", "mean", "sum",
+                   "view", "reshape", "softmax", "argmax", "max", "min", "flatten", "squeeze",
+                   "unsqueeze", "norm", "abs", "sigmoid", "exp", "contiguous", "long"}
+_VALUE_CALLS = {"item", "tolist", "float", "int", "str", "round", "len", "bool", "repr",
+                "format", "join", "mean_value"}
+_ARRAY_CALLS = {"numpy", "asarray", "array", "copy"}
+
+
+@dataclass(frozen=True)
+class Site:
+    """One statement that makes a long-lived container bigger every step."""
+
+    node: ast.AST           # what is reported: the call or the assignment
+    key: str                # the container as written: ``history``, ``self.cache``
+    kind: str               # "append", "keyed", "rebind"
+    value: ast.AST | None   # what is stored
+    ctx: Ctx
+    scope: str              # "module", "self", "local"
+    loop: Loop | None       # the batch loop, or None in a per-step function
+    repeat: Loop | None     # a loop inside the step that repeats the growth
+    epoch_loop: Loop | None  # the loop the container should be cleared in, when known
+
+
+def growth_sites(a: Analysis) -> list[Site]:
+    cached = a.index.cache.get("growth_sites")
+    if isinstance(cached, list):
+        return cached
+    sites = _Finder(a).run()
+    a.index.cache["growth_sites"] = sites
+    return sites
+
+
+def site_at(a: Analysis, node: ast.AST) -> Site | None:
+    return next((s for s in growth_sites(a) if s.node is node), None)
+
+
+class _Finder:
+    def __init__(self, a: Analysis) -> None:
+        self.a = a
+        self.module_names: set[str] = set()
+        self.values: dict[str, list[tuple[ast.AST, Ctx, ast.stmt]]] = {}
+        self.resets: set[str] = set()  # keys cleared, trimmed or re-bound somewhere
+        self.guarded: set[str] = set()  # keys whose length is compared
+        self.globals: dict[int, set[str]] = {}
+        self._collect()
+
+    # -- facts about the whole module --------------------------------------------------
+    def _collect(self) -> None:
+        a = self.a
+        for node, ctx in a.index.assigns:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for elt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                    key = dotted(elt)
+                    if not key:
+                        if isinstance(elt, ast.Subscript) and isinstance(elt.slice, ast.Slice):
+                            self.resets.add(target_key(elt))  # ``xs[:] = ...``
+                        continue
+                    if ctx.func is None and ctx.cls is None and isinstance(elt, ast.Name):
+                        self.module_names.add(key)
+                    elif ctx.func is None and ctx.cls is not None and isinstance(elt, ast.Name):
+                        # a class attribute, reached as ``Cls.attr`` (or ``self.attr``)
+                        self.values.setdefault(f"{ctx.cls.name}.{key}", []).append(
+                            (node.value, ctx, node)) if node.value is not None else None
+                        self.module_names.add(ctx.cls.name)
+                    if node.value is not None:
+                        self.values.setdefault(key, []).append((node.value, ctx, node))
+        for call, ctx in a.index.calls:
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr in _SHRINK_METHODS:
+                self.resets.add(target_key(func.value))
+        for stmt, ctx in a.index.stmt_ctx.items():
+            if isinstance(stmt, ast.Delete):
+                self.resets.update(target_key(t) for t in stmt.targets)
+            elif isinstance(stmt, ast.Global) and ctx.func is not None:
+                self.globals.setdefault(id(ctx.func), set()).update(stmt.names)
+        for node in ast.walk(a.index.tree):
+            if isinstance(node, ast.Compare):
+                for sub in ast.walk(node):
+                    if isinstance(sub, ast.Call) and last_name(sub.func) == "len" and sub.args:
+                        self.guarded.add(target_key(sub.args[0]))
+
+    def _reset_elsewhere(self, key: str) -> bool:
+        """Cleared, trimmed or rebound to something new outside its first definition."""
+        if key in self.resets or key in self.guarded:
+            return True
+        defs = self.values.get(key, [])
+        for value, _ctx, _stmt in defs[1:]:
+            if not _grows_from(value, key):
+                return True
+            if isinstance(value, ast.Subscript) and dotted(value.value) == key:
+                return True  # ``xs = xs[-100:]``
+        return False
+
+    # -- the sites ------------------------------------------------------------------
+    def run(self) -> list[Site]:
+        a = self.a
+        found: list[Site] = []
+        for call, ctx in a.index.calls:
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr in _GROW_METHODS and call.args \
+                    and not call.keywords:
+                container = func.value
+                if func.attr == "add" and not self._is_set(target_key(container)):
+                    continue
+                if isinstance(container, ast.Attribute) and dotted(container.value) == "self":
+                    continue  # a list on ``self``: TL202/TL103 report it
+                site = self._site(call, container, "append", call.args[-1], ctx)
+                if site is not None:
+                    found.append(site)
+        for node, ctx in a.index.assigns:
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
+                site = self._site(node, target.value, "keyed", node.value, ctx, target.slice)
+            elif isinstance(target, (ast.Name, ast.Attribute)) and _grows_from(node.value,
+                                                                                dotted(target)):
+                site = self._site(node, target, "rebind", _added(node.value, dotted(target)),
+                                  ctx)
+            else:
+                site = None
+            if site is not None:
+                found.append(site)
+        cached = _unbounded_cached_functions(a)
+        for call, ctx in a.index.calls:
+            if isinstance(call.func, ast.Name) and call.func.id in cached and call.args:
+                site = self._cached_call(call, ctx)
+                if site is not None:
+                    found.append(site)
+        for node, ctx in a.index.augassigns:
+            if isinstance(node.op, ast.Add) and isinstance(node.target, (ast.Name, ast.Attribute)) \
+                    and self._sequence_added(node, ctx):
+                site = self._site(node, node.target, "rebind", node.value, ctx)
+                if site is not None:
+                    found.append(site)
+        return found
+
+    def _site(self, node: ast.AST, container: ast.AST, kind: str, value: ast.AST | None,
+              ctx: Ctx, key_expr: ast.AST | None = None) -> Site | None:
+        a = self.a
+        key = target_key(container)
+        root = root_name(container)
+        if not key or not root:
+            return None
+        step = self._step_of(ctx, node)
+        if step is None:
+            return None
+        loop, repeat = step
+        scope = self._scope(root, ctx)
+        if scope is None:
+            return None
+        if kind == "append" and not self._growable(key):
+            return None
+        if kind == "keyed" and not self._is_dict(key):
+            return None  # ``losses[step] = v`` into a preallocated array or list
+        if self._reset_elsewhere(key) if scope != "local" else self._reset_local(key, ctx):
+            return None
+        epoch_loop = self._run_loop(ctx, loop, root) if scope == "local" or ctx.loops else None
+        if scope == "local" and epoch_loop is None:
+            return None  # one pass over the data: bounded by its length, freed on return
+        if kind == "keyed" and not self._fresh_key(key_expr, ctx, loop, epoch_loop, repeat):
+            return None
+        if repeat is not None and kind == "keyed" and key_expr is not None and not (
+                names_in(key_expr) & _loop_vars(repeat)):
+            repeat = None  # the inner loop overwrites one key
+        return Site(node, key, kind, value, ctx, scope, loop, repeat, epoch_loop)
+
+    def _cached_call(self, call: ast.Call, ctx: Ctx) -> Site | None:
+        """``noise_mask(step)`` on an ``lru_cache(maxsize=None)`` function: one more cached
+        result per step."""
+        step = self._step_of(ctx, call)
+        if step is None:
+            return None
+        loop, repeat = step
+        epoch_loop = self._run_loop(ctx, loop, "") if ctx.loops else None
+        key = ast.Tuple(elts=list(call.args), ctx=ast.Load())
+        if not self._fresh_key(key, ctx, loop, epoch_loop, repeat):
+            return None
+        return Site(call, call.func.id, "cached", call, ctx, "module", loop, None,  # type: ignore[attr-defined]
+                    None)
+
+    # -- once per step ---------------------------------------------------------------
+    def _step_of(self, ctx: Ctx, node: ast.AST) -> tuple[Loop | None, Loop | None] | None:
+        """(batch loop, repeating loop inside the step) when ``node`` runs every step."""
+        from torchleak.check.rules.lifetime import _periodic
+
+        a = self.a
+        if isinstance(node, ast.Call) and _periodic(ctx, node):
+            return None
+        if isinstance(node, ast.stmt) and _periodic(ctx, node):  # type: ignore[arg-type]
+            return None
+        for i in range(len(ctx.loops) - 1, -1, -1):
+            loop = ctx.loops[i]
+            if a.index.is_step_loop(loop):
+                if not a.index.is_batch_loop(loop):
+                    return None  # once per epoch
+                inner = ctx.loops[i + 1:]
+                return loop, (inner[0] if inner else None)
+        if runs_per_step(a.index, ctx.func):
+            return None, (ctx.loops[0] if ctx.loops else None)
+        return None
+
+    # -- where the container lives ---------------------------------------------------
+    def _scope(self, root: str, ctx: Ctx) -> str | None:
+        if root == "self":
+            return "self" if ctx.cls is not None else None
+        func = ctx.func
+        if func is None:
+            return "local" if root in self.module_names else None
+        if root in self.globals.get(id(func), set()):
+            return "module"
+        if root in self.a.taint.facts(func).defs or _is_param(func, root):
+            return "local" if root in self.a.taint.facts(func).defs else None
+        return "module" if root in self.module_names else None
+
+    def _growable(self, key: str) -> bool:
+        """Made as a plain list/dict/set (a bounded deque or an unknown object is not)."""
+        values = [v for v, _c, _s in self.values.get(key, [])]
+        if not values:
+            return False
+        first = values[0]
+        if isinstance(first, (ast.List, ast.Dict, ast.Set, ast.ListComp, ast.DictComp)):
+            return True
+        if isinstance(first, ast.Call):
+            name = dotted(first.func).split(".")[-1]
+            if name == "deque":
+                return keyword(first, "maxlen") is None and len(first.args) < 2
+            return name in _CONTAINER_CALLS
+        return False
+
+    def _is_dict(self, key: str) -> bool:
+        values = [v for v, _c, _s in self.values.get(key, [])]
+        if not values:
+            return False
+        first = values[0]
+        return isinstance(first, (ast.Dict, ast.DictComp)) or (
+            isinstance(first, ast.Call)
+            and last_name(first.func) in ("dict", "defaultdict", "OrderedDict", "Counter"))
+
+    def _is_set(self, key: str) -> bool:
+        values = [v for v, _c, _s in self.values.get(key, [])]
+        return bool(values) and (isinstance(values[0], ast.Set) or (
+            isinstance(values[0], ast.Call) and last_name(values[0].func) == "set"))
+
+    def _reset_local(self, key: str, ctx: Ctx) -> bool:
+        """A local container re-made or cleared inside a loop that encloses the growth, or
+        trimmed anywhere in its function."""
+        from torchleak.check.containers import reset_in
+
+        if any(reset_in(loop, key) for loop in ctx.loops):
+            return True
+        scope = ctx.func or self.a.index.tree
+        for node in walk_local(scope):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in _SHRINK_METHODS and target_key(node.func.value) == key:
+                return True
+            if isinstance(node, ast.Compare) and any(
+                    isinstance(s, ast.Call) and last_name(s.func) == "len" and s.args
+                    and target_key(s.args[0]) == key for s in ast.walk(node)):
+                return True
+            if isinstance(node, ast.Assign) and any(dotted(t) == key for t in node.targets) \
+                    and isinstance(node.value, ast.Subscript) \
+                    and dotted(node.value.value) == key:
+                return True
+            if isinstance(node, ast.Delete) and any(target_key(t) == key for t in node.targets):
+                return True
+        return False
+
+    def _run_loop(self, ctx: Ctx, loop: Loop | None, root: str) -> Loop | None:
+        """The loop whose passes the container outlives: an epoch loop around the batch
+        loop, or a batch loop over the whole run (``range(steps)``, ``while True``)."""
+        candidates = ctx.loops if loop is None else ctx.loops[:ctx.loops.index(loop) + 1]
+        for candidate in candidates:
+            if _runs_for_the_run(candidate):
+                return candidate
+        return None
+
+    # -- keys and values -------------------------------------------------------------
+    def _fresh_key(self, key_expr: ast.AST | None, ctx: Ctx, loop: Loop | None,
+                   epoch_loop: Loop | None, repeat: Loop | None) -> bool:
+        """The key takes a new value every step (the step counter), not one of a bounded
+        set (a sample index, ``step % N``, a name)."""
+        if key_expr is None or isinstance(key_expr, ast.Constant):
+            return False
+        names = names_in(key_expr)
+        if any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mod, ast.FloorDiv))
+               for n in ast.walk(key_expr)):
+            return False
+        if any(isinstance(n, ast.Call) and last_name(n.func) == "len" for n in ast.walk(key_expr)):
+            return True
+        fresh: set[str] = set()
+        if loop is not None:
+            loop_vars = _loop_vars(loop)
+            if _runs_for_the_run(loop):
+                fresh |= loop_vars
+            elif epoch_loop is not None and epoch_loop is not loop and \
+                    names & _loop_vars(epoch_loop):
+                fresh |= loop_vars  # (epoch, i): new every step
+            fresh |= self._counters(loop)
+        for n in ast.walk(key_expr):
+            if isinstance(n, ast.Attribute) and set(tokens(n.attr)) & {"step", "iteration"} \
+                    and "batch" not in tokens(n.attr):
+                return True  # ``self.global_step``, ``state.global_step``
+        if loop is None and ctx.func is not None:
+            params = {x.arg for x in ctx.func.args.args + ctx.func.args.kwonlyargs}
+            fresh |= {p for p in params if set(tokens(p)) & {"step", "iteration"}
+                      and "batch" not in tokens(p)}
+        fresh = {n for n in fresh if not self._modulo_def(n, ctx)}
+        return bool(names & fresh)
+
+    def _counters(self, loop: Loop) -> set[str]:
+        """``global_step += 1`` inside the loop: a counter over the run."""
+        found = set()
+        for node in walk_local(loop):
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
+                    and isinstance(node.target, ast.Name):
+                found.add(node.target.id)
+        return found
+
+    def _modulo_def(self, name: str, ctx: Ctx) -> bool:
+        defs = self.a.taint.facts(ctx.func).defs.get(name, [])
+        return any(d.value is not None and any(isinstance(n, ast.BinOp) and isinstance(
+            n.op, ast.Mod) for n in ast.walk(d.value)) for d in defs)
+
+    def _sequence_added(self, node: ast.AugAssign, ctx: Ctx) -> bool:
+        """``s += "..."`` / ``xs += [v]``: the left side is a string or a list."""
+        value = node.value
+        if isinstance(value, (ast.JoinedStr, ast.List, ast.Tuple, ast.ListComp)):
+            return True
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            return True
+        if isinstance(value, ast.BinOp) and any(
+                isinstance(s, ast.JoinedStr) or (isinstance(s, ast.Constant)
+                                                 and isinstance(s.value, str))
+                for s in (value.left, value.right)):
+            return True
+        if isinstance(value, ast.Call) and (last_name(value.func) in ("str", "format", "repr")
+                                            or dotted(value.func) == "json.dumps"):
+            return True
+        firsts = self.values.get(dotted(node.target), [])
+        if firsts:
+            first = firsts[0][0]
+            return (isinstance(first, ast.Constant) and isinstance(first.value, str)) or \
+                isinstance(first, (ast.List, ast.JoinedStr))
+        return False
+
+
+def _unbounded_cached_functions(a: Analysis) -> set[str]:
+    """Module functions under ``@cache``/``@lru_cache(maxsize=None)``."""
+    found = set()
+    for func, ctx in a.index.funcs:
+        if ctx.func is not None or ctx.cls is not None:
+            continue
+        for deco in func.decorator_list:
+            name = last_name(deco.func if isinstance(deco, ast.Call) else deco)
+            if name == "cache" or (name == "lru_cache" and isinstance(deco, ast.Call) and (
+                    (keyword(deco, "maxsize") is not None
+                     and isinstance(keyword(deco, "maxsize"), ast.Constant)
+                     and keyword(deco, "maxsize").value is None)  # type: ignore[union-attr]
+                    or (deco.args and isinstance(deco.args[0], ast.Constant)
+                        and deco.args[0].value is None))):
+                found.add(func.name)
+    return found
+
+
+def _grows_from(value: ast.AST, key: str) -> bool:
+    """``x = torch.cat([x, v])``, ``x = np.append(x, v)``, ``x = x + [v]``, ``s = s + "..."``."""
+    if not key:
+        return False
+    if isinstance(value, ast.Call) and dotted(value.func) in _CONCAT_CALLS and value.args:
+        first = value.args[0]
+        parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else value.args[:1]
+        return any(dotted(p) == key for p in parts)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+        other = value.right if dotted(value.left) == key else (
+            value.left if dotted(value.right) == key else None)
+        return other is not None and (
+            isinstance(other, (ast.List, ast.Tuple, ast.JoinedStr, ast.ListComp))
+            or (isinstance(other, ast.Constant) and isinstance(other.value, str)))
+    return False
+
+
+def _added(value: ast.AST, key: str) -> ast.AST | None:
+    if isinstance(value, ast.Call) and value.args:
+        first = value.args[0]
+        parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else value.args
+        rest = [p for p in parts if dotted(p) != key]
+        return rest[0] if rest else None
+    if isinstance(value, ast.BinOp):
+        return value.right if dotted(value.left) == key else value.left
+    return None
+
+
+def _loop_vars(loop: Loop) -> set[str]:
+    target = getattr(loop, "target", None)
+    return names_in(target) if target is not None else set()
+
+
+def _runs_for_the_run(loop: Loop) -> bool:
+    """``while ...``, ``for epoch in range(...)``, ``for step in range(max_steps)``,
+    ``itertools.count()``: a loop over the run, not one pass over a data set."""
+    if isinstance(loop, ast.While):
+        return True
+    it = loop.iter
+    words = set(tokens(" ".join(names_in(loop.target)).replace(" ", "_")))
+    for n in ast.walk(it):
+        if isinstance(n, ast.Call) and last_name(n.func) in ("range", "trange", "count",
+                                                               "cycle", "repeat"):
+            inner = n.args
+            if last_name(n.func) in ("range", "trange") and inner and all(
+                    is_data_iterable(x) for x in inner):
+                return bool(words & _RUN_LOOP_WORDS)  # ``range(len(dataset))``
+            return True
+    return bool(words & _RUN_LOOP_WORDS) and not is_data_iterable(it)
+
+
+def _is_param(func: Func, name: str) -> bool:
+    args = func.args
+    every = args.posonlyargs + args.args + args.kwonlyargs
+    every += [x for x in (args.vararg, args.kwarg) if x is not None]
+    return any(x.arg == name for x in every)
+
+
+# -- what is stored ----------------------------------------------------------------------
+def stored_kind(a: Analysis, value: ast.AST | None, ctx: Ctx, depth: int = 0) -> str:
+    """"graph", "tensor", "array", "value" (a Python number or string) or "object"."""
+    if value is None or depth > 6:
+        return "object"
+    if depth == 0 and a.taint.carries_graph(value, ctx):
+        return "graph"
+    if isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set)):
+        parts = value.values if isinstance(value, ast.Dict) else value.elts
+        kinds = [stored_kind(a, p, ctx, depth + 1) for p in parts if p is not None]
+        for k in ("tensor", "array", "object", "value"):
+            if k in kinds:
+                return k
+        return "value"
+    if isinstance(value, (ast.Constant, ast.JoinedStr, ast.Compare)):
+        return "value"
+    if isinstance(value, ast.BinOp):
+        kinds = {stored_kind(a, value.left, ctx, depth + 1),
+                 stored_kind(a, value.right, ctx, depth + 1)}
+        for k in ("tensor", "array", "value"):
+            if k in kinds:
+                return k
+        return "object"
+    if isinstance(value, ast.Call):
+        name = last_name(value.func)
+        full = dotted(value.func)
+        if name in _VALUE_CALLS and name != "copy":
+            return "value"
+        if full.startswith(("np.", "numpy.")) or name == "numpy":
+            return "array"
+        if name == "copy" and isinstance(value.func, ast.Attribute):
+            return stored_kind(a, value.func.value, ctx, depth + 1)
+        if full.startswith("torch.") or name in _TENSOR_METHODS:
+            return "tensor"
+        return "object"
+    if isinstance(value, ast.Attribute):
+        if value.attr in ("grad", "data", "weight", "bias"):
+            return "tensor"
+        return "object"
+    if isinstance(value, ast.Name):
+        defs = a.taint.facts(ctx.func).defs.get(value.id, [])
+        before = [d for d in defs if d.pos < (getattr(value, "lineno", 0), 0)]
+        d = before[-1] if before else None
+        if d is not None and d.value is not None and d.index is None:
+            return stored_kind(a, d.value, ctx, depth + 1)
+        if d is not None and d.value is not None and isinstance(d.value, ast.Call) \
+                and depth == 0 and a.taint.carries_graph(value, ctx):
+            return "graph"
+    return "object"
