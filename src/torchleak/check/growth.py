@@ -17,6 +17,7 @@ A *growth site* is a statement that makes a container bigger (``xs.append(v)``,
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass
 
 from torchleak.check.astutil import dotted, keyword, last_name, names_in, root_name, target_key
@@ -24,10 +25,15 @@ from torchleak.check.astutil import tokens, walk_local
 from torchleak.check.context import Ctx, Func, Loop
 from torchleak.check.rules.base import Analysis
 from torchleak.check.roles import runs_per_step
-from torchleak.check.steps import is_data_iterable
+from torchleak.check.steps import (
+    is_backward_call,
+    is_data_iterable,
+    is_optimizer_step,
+)
 
 _GROW_METHODS = {"append", "extend", "insert", "appendleft", "add"}
 _SHRINK_METHODS = {"clear", "pop", "popleft", "popitem", "remove", "discard", "reset"}
+_STEP_CALL = re.compile(r"^_*(train|training|fit|optimi[sz]e|update)_?(step|batch|on_batch)$")
 _CONTAINER_CALLS = {"list", "dict", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
 _CONCAT_CALLS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack",
                  "torch.hstack", "torch.row_stack", "np.append", "np.concatenate", "np.vstack",
@@ -194,14 +200,19 @@ class _Finder:
             return None  # ``losses[step] = v`` into a preallocated array or list
         if self._reset_elsewhere(key) if scope != "local" else self._reset_local(key, ctx):
             return None
+        if scope == "local" and loop is None:
+            return None  # a local of a per-step function is made anew at every call
         epoch_loop = self._run_loop(ctx, loop, root) if scope == "local" or ctx.loops else None
-        if scope == "local" and epoch_loop is None:
-            return None  # one pass over the data: bounded by its length, freed on return
+        if scope == "local" and (epoch_loop is None or not _trains(epoch_loop)):
+            return None  # one pass over the data (bounded by its length), or not training
         if kind == "keyed" and not self._fresh_key(key_expr, ctx, loop, epoch_loop, repeat):
             return None
         if repeat is not None and kind == "keyed" and key_expr is not None and not (
                 names_in(key_expr) & _loop_vars(repeat)):
             repeat = None  # the inner loop overwrites one key
+        if kind in ("append", "keyed") and repeat is None and _one_number(self.a, node, value,
+                                                                          ctx):
+            return None  # one float per step: bytes per step, left to ``torchleak run``
         return Site(node, key, kind, value, ctx, scope, loop, repeat, epoch_loop)
 
     def _cached_call(self, call: ast.Call, ctx: Ctx) -> Site | None:
@@ -384,6 +395,18 @@ class _Finder:
         return False
 
 
+def _one_number(a: Analysis, node: ast.AST, value: ast.AST | None, ctx: Ctx) -> bool:
+    """``xs.append(loss.item())``: one Python number (or a small tuple of them)."""
+    if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Attribute)
+                                           and node.func.attr in ("append", "appendleft", "add",
+                                                                  "insert")):
+        return False
+    if isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Call)
+                                            and last_name(value.func) in ("str", "format")):
+        return False  # a string: its length is unbounded
+    return stored_kind(a, value, ctx) == "value"
+
+
 def _unbounded_cached_functions(a: Analysis) -> set[str]:
     """Module functions under ``@cache``/``@lru_cache(maxsize=None)``."""
     found = set()
@@ -430,6 +453,15 @@ def _added(value: ast.AST, key: str) -> ast.AST | None:
     return None
 
 
+def _trains(loop: Loop) -> bool:
+    """The loop runs training steps: a backward, an optimizer step, or a step function."""
+    for node in walk_local(loop):
+        if isinstance(node, ast.Call) and (is_backward_call(node) or is_optimizer_step(node)
+                                           or _STEP_CALL.match(last_name(node.func))):
+            return True
+    return False
+
+
 def _loop_vars(loop: Loop) -> set[str]:
     target = getattr(loop, "target", None)
     return names_in(target) if target is not None else set()
@@ -446,7 +478,7 @@ def _runs_for_the_run(loop: Loop) -> bool:
         if isinstance(n, ast.Call) and last_name(n.func) in ("range", "trange", "count",
                                                                "cycle", "repeat"):
             inner = n.args
-            if last_name(n.func) in ("range", "trange") and inner and all(
+            if last_name(n.func) in ("range", "trange") and inner and any(
                     is_data_iterable(x) for x in inner):
                 return bool(words & _RUN_LOOP_WORDS)  # ``range(len(dataset))``
             return True
@@ -476,6 +508,8 @@ def stored_kind(a: Analysis, value: ast.AST | None, ctx: Ctx, depth: int = 0) ->
         return "value"
     if isinstance(value, (ast.Constant, ast.JoinedStr, ast.Compare)):
         return "value"
+    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+        return stored_kind(a, value.elt, ctx, depth + 1)
     if isinstance(value, ast.BinOp):
         kinds = {stored_kind(a, value.left, ctx, depth + 1),
                  stored_kind(a, value.right, ctx, depth + 1)}
