@@ -180,7 +180,8 @@ class UnboundedHistory(Rule):
     `deque(maxlen=...)`, a wrapper class of the same module that is bounded (a
     `ReplayBuffer` around `deque(maxlen=capacity)`) or trims itself, containers handed in
     from outside (their owner may clear them), callbacks that stop the run themselves (a
-    learning-rate finder). A value that carries a graph is reported as TL102 instead.
+    learning-rate finder). A value that carries a graph is reported as TL102 as well:
+    detaching it does not stop the growth.
 
     ## Example
     ```python
@@ -210,13 +211,7 @@ class UnboundedHistory(Rule):
             if attr.endswith("outputs"):
                 continue
             for call, ctx in sites:
-                if g.is_bounded(attr, ctx) or not _on_self(call) \
-                        or not _per_step(a, ctx, attr, call) or _finite_run(a, ctx.cls):
-                    continue
-                if a.taint.carries_graph(call.args[-1], ctx) if call.args else False:
-                    continue  # TL102 reports it, with the sharper message
-                if _fragment_self(a, call.func) or \
-                        attr_kind(a, ctx.cls, attr, call.func.attr) == "list":  # type: ignore[attr-defined]
+                if grows_every_step(a, call, ctx):
                     yield Finding(call, f"`self.{attr}` grows by one entry every step and "
                                         f"is never trimmed; use `collections.deque(maxlen=N)` "
                                         f"or clear it at epoch end")
@@ -234,6 +229,20 @@ class UnboundedHistory(Rule):
                     and (0, t.attr) not in g.bounded and t.attr not in g.appends):
                 yield Finding(node, f"`self.{t.attr}` is a history list with no bound; use "
                                     f"`collections.deque(maxlen=N)` or trim it when appending")
+
+
+def grows_every_step(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
+    """``self.x.append(v)`` every step on a plain list nothing bounds (TL202's sites; a
+    value with a graph is reported by TL102 as well, since detaching it leaves the growth)."""
+    attr = _attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    if not attr or attr.endswith("outputs") or call.func.attr not in _GROW:  # type: ignore[attr-defined]
+        return False
+    g = growth(a)
+    if g.is_bounded(attr, ctx) or not _on_self(call) or not _per_step(a, ctx, attr, call) \
+            or _finite_run(a, ctx.cls):
+        return False
+    return _fragment_self(a, call.func) or \
+        attr_kind(a, ctx.cls, attr, call.func.attr) == "list"  # type: ignore[attr-defined]
 
 
 def _on_self(call: ast.Call) -> bool:
