@@ -235,6 +235,8 @@ def _later_use(a: Analysis, nodes: list[ast.AST], mod: str, fig: str) -> str:
         if not isinstance(node, ast.Call):
             continue
         name = dotted(node.func)
+        if fig and isinstance(node.func, ast.Attribute) and dotted(node.func.value) == fig:
+            return f"`{fig}` is used on line {line}"
         if name.startswith(f"{mod}.") and last_name(node.func) not in _FRESH:
             return f"`{name}()` on line {line} would find the figure closed"
         if last_name(node.func) == "savefig":
