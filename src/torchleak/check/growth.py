@@ -25,6 +25,7 @@ from torchleak.check.astutil import tokens, walk_local
 from torchleak.check.context import Ctx, Func, Loop
 from torchleak.check.rules.base import Analysis
 from torchleak.check.roles import runs_per_step
+from torchleak.check.rules.lifetime import runs_per_sample
 from torchleak.check.steps import (
     is_backward_call,
     is_data_iterable,
@@ -34,11 +35,13 @@ from torchleak.check.steps import (
 _GROW_METHODS = {"append", "extend", "insert", "appendleft", "add"}
 _SHRINK_METHODS = {"clear", "pop", "popleft", "popitem", "remove", "discard", "reset"}
 _STEP_CALL = re.compile(r"^_*(train|training|fit|optimi[sz]e|update)_?(step|batch|on_batch)$")
+_FRESH_CALLS = {"time.time", "time.perf_counter", "time.monotonic", "uuid.uuid4",
+                "datetime.now", "datetime.datetime.now"}
 _CONTAINER_CALLS = {"list", "dict", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
 _CONCAT_CALLS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack",
                  "torch.hstack", "torch.row_stack", "np.append", "np.concatenate", "np.vstack",
                  "np.hstack", "np.row_stack", "numpy.append", "numpy.concatenate",
-                 "numpy.vstack", "numpy.hstack"}
+                 "numpy.vstack", "numpy.hstack", "pd.concat", "pandas.concat"}
 _STEP_WORDS = {"step", "steps", "iteration", "iter", "it", "global", "counter", "tick"}
 _RUN_LOOP_WORDS = {"epoch", "epochs", "step", "steps", "iteration", "iterations", "iters",
                    "round", "rounds", "episode", "episodes", "update", "updates"}
@@ -94,7 +97,11 @@ class _Finder:
         for node, ctx in a.index.assigns:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for t in targets:
-                for elt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+                elts = t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]
+                parts = node.value.elts if isinstance(node.value, (ast.Tuple, ast.List)) \
+                    and len(elts) > 1 and len(node.value.elts) == len(elts) else None
+                for i, elt in enumerate(elts):
+                    value = parts[i] if parts is not None else node.value
                     key = dotted(elt)
                     if not key:
                         if isinstance(elt, ast.Subscript) and isinstance(elt.slice, ast.Slice):
@@ -104,11 +111,12 @@ class _Finder:
                         self.module_names.add(key)
                     elif ctx.func is None and ctx.cls is not None and isinstance(elt, ast.Name):
                         # a class attribute, reached as ``Cls.attr`` (or ``self.attr``)
-                        self.values.setdefault(f"{ctx.cls.name}.{key}", []).append(
-                            (node.value, ctx, node)) if node.value is not None else None
+                        if value is not None:
+                            self.values.setdefault(f"{ctx.cls.name}.{key}", []).append(
+                                (value, ctx, node))
                         self.module_names.add(ctx.cls.name)
-                    if node.value is not None:
-                        self.values.setdefault(key, []).append((node.value, ctx, node))
+                    if value is not None:
+                        self.values.setdefault(key, []).append((value, ctx, node))
         for call, ctx in a.index.calls:
             func = call.func
             if isinstance(func, ast.Attribute) and func.attr in _SHRINK_METHODS:
@@ -129,7 +137,9 @@ class _Finder:
         if key in self.resets or key in self.guarded:
             return True
         defs = self.values.get(key, [])
-        for value, _ctx, _stmt in defs[1:]:
+        for value, ctx, _stmt in defs[1:]:
+            if _first_fill(ctx, key):
+                continue  # ``if x is None: x = v`` starts the container, it does not reset it
             if not _grows_from(value, key):
                 return True
             if isinstance(value, ast.Subscript) and dotted(value.value) == key:
@@ -147,7 +157,8 @@ class _Finder:
                 container = func.value
                 if func.attr == "add" and not self._is_set(target_key(container)):
                     continue
-                if isinstance(container, ast.Attribute) and dotted(container.value) == "self":
+                base = container.value if isinstance(container, ast.Subscript) else container
+                if isinstance(base, ast.Attribute) and dotted(base.value) == "self":
                     continue  # a list on ``self``: TL202/TL103 report it
                 site = self._site(call, container, "append", call.args[-1], ctx)
                 if site is not None:
@@ -158,8 +169,9 @@ class _Finder:
             target = node.targets[0]
             if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
                 site = self._site(node, target.value, "keyed", node.value, ctx, target.slice)
-            elif isinstance(target, (ast.Name, ast.Attribute)) and _grows_from(node.value,
-                                                                                dotted(target)):
+            elif isinstance(target, (ast.Name, ast.Attribute)) and (
+                    _grows_from(node.value, dotted(target))
+                    or self._sequence_plus(node.value, dotted(target))):
                 site = self._site(node, target, "rebind", _added(node.value, dotted(target)),
                                   ctx)
             else:
@@ -203,7 +215,9 @@ class _Finder:
         if scope == "local" and loop is None:
             return None  # a local of a per-step function is made anew at every call
         epoch_loop = self._run_loop(ctx, loop, root) if scope == "local" or ctx.loops else None
-        if scope == "local" and (epoch_loop is None or not _trains(epoch_loop)):
+        if scope == "local" and (epoch_loop is None or not (
+                _trains(epoch_loop) or (ctx.func is None
+                                        and self._steps_through_calls(epoch_loop)))):
             return None  # one pass over the data (bounded by its length), or not training
         if kind == "keyed" and not self._fresh_key(key_expr, ctx, loop, epoch_loop, repeat):
             return None
@@ -241,14 +255,53 @@ class _Finder:
             return None
         for i in range(len(ctx.loops) - 1, -1, -1):
             loop = ctx.loops[i]
-            if a.index.is_step_loop(loop):
-                if not a.index.is_batch_loop(loop):
+            through = self._steps_through_calls(loop)
+            if a.index.is_step_loop(loop) or through:
+                if not through and not a.index.is_batch_loop(loop):
                     return None  # once per epoch
                 inner = ctx.loops[i + 1:]
                 return loop, (inner[0] if inner else None)
-        if runs_per_step(a.index, ctx.func):
+        if runs_per_step(a.index, ctx.func) or runs_per_sample(ctx) or self._hook(ctx.func):
             return None, (ctx.loops[0] if ctx.loops else None)
         return None
+
+    def _steps_through_calls(self, loop: Loop) -> bool:
+        """A loop over the run whose body trains through a helper (``train_step(...)``), or
+        whose variable names the step (``for step in range(n)``)."""
+        key = ("steps_through", id(loop))
+        if key not in self.a.index.cache:
+            found = False
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and _runs_for_the_run(loop):
+                words = {w for n in _loop_vars(loop) for w in tokens(n)}
+                found = bool(words & {"step", "iteration", "iter"}) or any(
+                    isinstance(n, ast.Call) and self._trains_inside(n) for n in walk_local(loop))
+                found = found and not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While))
+                                          and self.a.index.is_step_loop(n)
+                                          for n in walk_local(loop))
+            self.a.index.cache[key] = found
+        return bool(self.a.index.cache[key])
+
+    def _trains_inside(self, call: ast.Call) -> bool:
+        name = last_name(call.func)
+        if _STEP_CALL.match(name):
+            return True
+        funcs = [f for f, _c in self.a.index.funcs if f.name == name]
+        return any(isinstance(n, ast.Call) and (is_backward_call(n) or is_optimizer_step(n))
+                   for f in funcs for n in walk_local(f))
+
+    def _hook(self, func: Func | None) -> bool:
+        """A function registered as a module hook runs at every forward or backward."""
+        if func is None:
+            return False
+        hooks = self.a.index.cache.get("hook_functions")
+        if not isinstance(hooks, set):
+            hooks = set()
+            for call, _ctx in self.a.index.calls:
+                if last_name(call.func).startswith("register_") and \
+                        last_name(call.func).endswith("hook"):
+                    hooks.update(last_name(x) for x in call.args)
+            self.a.index.cache["hook_functions"] = hooks
+        return func.name in hooks
 
     # -- where the container lives ---------------------------------------------------
     def _scope(self, root: str, ctx: Ctx) -> str | None:
@@ -295,10 +348,13 @@ class _Finder:
     def _reset_local(self, key: str, ctx: Ctx) -> bool:
         """A local container re-made or cleared inside a loop that encloses the growth, or
         trimmed anywhere in its function."""
-        from torchleak.check.containers import reset_in
-
-        if any(reset_in(loop, key) for loop in ctx.loops):
-            return True
+        for loop in ctx.loops:
+            for node in walk_local(loop):
+                if isinstance(node, ast.Assign) and key in _target_keys(node) \
+                        and not _grows_from(node.value, key) and not (
+                            key in names_in(node.value)) and not _first_fill(
+                            self.a.index.stmt_ctx.get(node, Ctx()), key):
+                    return True  # made anew inside a loop around the growth
         scope = ctx.func or self.a.index.tree
         for node in walk_local(scope):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
@@ -351,6 +407,13 @@ class _Finder:
             if isinstance(n, ast.Attribute) and set(tokens(n.attr)) & {"step", "iteration"} \
                     and "batch" not in tokens(n.attr):
                 return True  # ``self.global_step``, ``state.global_step``
+        attrs = {w for n in ast.walk(key_expr) if isinstance(n, ast.Attribute)
+                 for w in tokens(n.attr)} | {w for n in names for w in tokens(n)}
+        if "epoch" in attrs and attrs & {"batch", "idx", "index", "i", "nb"}:
+            return True  # ``(self.current_epoch, batch_idx)``: new every step
+        if any(isinstance(n, ast.Call) and dotted(n.func) in _FRESH_CALLS
+               for n in ast.walk(key_expr)):
+            return True
         if loop is None and ctx.func is not None:
             params = {x.arg for x in ctx.func.args.args + ctx.func.args.kwonlyargs}
             fresh |= {p for p in params if set(tokens(p)) & {"step", "iteration"}
@@ -371,6 +434,16 @@ class _Finder:
         defs = self.a.taint.facts(ctx.func).defs.get(name, [])
         return any(d.value is not None and any(isinstance(n, ast.BinOp) and isinstance(
             n.op, ast.Mod) for n in ast.walk(d.value)) for d in defs)
+
+    def _sequence_plus(self, value: ast.AST, key: str) -> bool:
+        """``xs = xs + more`` where ``xs`` starts as a list or a string."""
+        if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)
+                and dotted(value.left) == key):
+            return False
+        firsts = self.values.get(key, [])
+        first = firsts[0][0] if firsts else None
+        return isinstance(first, (ast.List, ast.JoinedStr)) or (
+            isinstance(first, ast.Constant) and isinstance(first.value, str))
 
     def _sequence_added(self, node: ast.AugAssign, ctx: Ctx) -> bool:
         """``s += "..."`` / ``xs += [v]``: the left side is a string or a list."""
@@ -393,6 +466,30 @@ class _Finder:
             return (isinstance(first, ast.Constant) and isinstance(first.value, str)) or \
                 isinstance(first, (ast.List, ast.JoinedStr))
         return False
+
+
+def _target_keys(node: ast.Assign) -> set[str]:
+    found = set()
+    for t in node.targets:
+        for elt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
+            found.add(dotted(elt))
+    return found
+
+
+def _first_fill(ctx: Ctx, key: str) -> bool:
+    """Under ``if key is None`` / ``if not key`` / ``if len(key) == 0``: the first fill."""
+    for node in ctx.ifs:
+        test = getattr(node, "test", None)
+        if test is None:
+            continue
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
+                and dotted(test.operand) == key:
+            return True
+        for sub in ast.walk(test):
+            if isinstance(sub, ast.Compare) and dotted(sub.left) == key and any(
+                    isinstance(c, ast.Constant) and c.value is None for c in sub.comparators):
+                return True
+    return False
 
 
 def _one_number(a: Analysis, node: ast.AST, value: ast.AST | None, ctx: Ctx) -> bool:

@@ -285,6 +285,12 @@ def _periodic(ctx: Ctx, call: ast.Call) -> bool:
     return False
 
 
+def runs_per_sample(ctx: Ctx) -> bool:
+    """``Dataset.__getitem__``: runs for every sample of every epoch (in every worker)."""
+    return ctx.func is not None and ctx.func.name == "__getitem__" and ctx.cls is not None \
+        and any("Dataset" in dotted(b) for b in ctx.cls.bases)
+
+
 def _per_step(a: Analysis, ctx: Ctx, attr: str, call: ast.Call) -> bool:
     if _periodic(ctx, call):
         return False
@@ -293,7 +299,7 @@ def _per_step(a: Analysis, ctx: Ctx, attr: str, call: ast.Call) -> bool:
             return a.index.is_batch_loop(loop)
     if ctx.loops:
         return False
-    if runs_per_step(a.index, ctx.func):
+    if runs_per_step(a.index, ctx.func) or runs_per_sample(ctx):
         return True
     # An excerpt at module level: only a name that says "history" is enough.
     return (ctx.func is None and a.index.is_undefined("self")
