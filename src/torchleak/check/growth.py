@@ -23,34 +23,28 @@ from dataclasses import dataclass
 from torchleak.check.astutil import dotted, keyword, last_name, names_in, root_name, target_key
 from torchleak.check.astutil import tokens, walk_local
 from torchleak.check.context import Ctx, Func, Loop
+from torchleak.check.growth_facts import (
+    added,
+    first_fill,
+    fresh_key,
+    grows_from,
+    is_param,
+    loop_vars,
+    one_number,
+    runs_for_the_run,
+    target_keys,
+    trains,
+    unbounded_cached_functions,
+)
 from torchleak.check.rules.base import Analysis
 from torchleak.check.roles import runs_per_step
 from torchleak.check.rules.lifetime import runs_per_sample
-from torchleak.check.steps import (
-    is_backward_call,
-    is_data_iterable,
-    is_optimizer_step,
-)
+from torchleak.check.steps import is_backward_call, is_optimizer_step
 
 _GROW_METHODS = {"append", "extend", "insert", "appendleft", "add"}
 _SHRINK_METHODS = {"clear", "pop", "popleft", "popitem", "remove", "discard", "reset"}
 _STEP_CALL = re.compile(r"^_*(train|training|fit|optimi[sz]e|update)_?(step|batch|on_batch)$")
-_FRESH_CALLS = {"time.time", "time.perf_counter", "time.monotonic", "uuid.uuid4",
-                "datetime.now", "datetime.datetime.now"}
 _CONTAINER_CALLS = {"list", "dict", "set", "defaultdict", "OrderedDict", "deque", "Counter"}
-_CONCAT_CALLS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack",
-                 "torch.hstack", "torch.row_stack", "np.append", "np.concatenate", "np.vstack",
-                 "np.hstack", "np.row_stack", "numpy.append", "numpy.concatenate",
-                 "numpy.vstack", "numpy.hstack", "pd.concat", "pandas.concat"}
-_STEP_WORDS = {"step", "steps", "iteration", "iter", "it", "global", "counter", "tick"}
-_RUN_LOOP_WORDS = {"epoch", "epochs", "step", "steps", "iteration", "iterations", "iters",
-                   "round", "rounds", "episode", "episodes", "update", "updates"}
-_TENSOR_METHODS = {"detach", "clone", "cpu", "cuda", "to", "float", "half", "mean", "sum",
-                   "view", "reshape", "softmax", "argmax", "max", "min", "flatten", "squeeze",
-                   "unsqueeze", "norm", "abs", "sigmoid", "exp", "contiguous", "long"}
-_VALUE_CALLS = {"item", "tolist", "float", "int", "str", "round", "len", "bool", "repr",
-                "format", "join", "mean_value"}
-_ARRAY_CALLS = {"numpy", "asarray", "array", "copy"}
 
 
 @dataclass(frozen=True)
@@ -138,9 +132,9 @@ class _Finder:
             return True
         defs = self.values.get(key, [])
         for value, ctx, _stmt in defs[1:]:
-            if _first_fill(ctx, key):
+            if first_fill(ctx, key):
                 continue  # ``if x is None: x = v`` starts the container, it does not reset it
-            if not _grows_from(value, key):
+            if not grows_from(value, key) and not self._sequence_plus(value, key):
                 return True
             if isinstance(value, ast.Subscript) and dotted(value.value) == key:
                 return True  # ``xs = xs[-100:]``
@@ -170,15 +164,15 @@ class _Finder:
             if isinstance(target, ast.Subscript) and not isinstance(target.slice, ast.Slice):
                 site = self._site(node, target.value, "keyed", node.value, ctx, target.slice)
             elif isinstance(target, (ast.Name, ast.Attribute)) and (
-                    _grows_from(node.value, dotted(target))
+                    grows_from(node.value, dotted(target))
                     or self._sequence_plus(node.value, dotted(target))):
-                site = self._site(node, target, "rebind", _added(node.value, dotted(target)),
+                site = self._site(node, target, "rebind", added(node.value, dotted(target)),
                                   ctx)
             else:
                 site = None
             if site is not None:
                 found.append(site)
-        cached = _unbounded_cached_functions(a)
+        cached = unbounded_cached_functions(a)
         for call, ctx in a.index.calls:
             if isinstance(call.func, ast.Name) and call.func.id in cached and call.args:
                 site = self._cached_call(call, ctx)
@@ -216,15 +210,15 @@ class _Finder:
             return None  # a local of a per-step function is made anew at every call
         epoch_loop = self._run_loop(ctx, loop, root) if scope == "local" or ctx.loops else None
         if scope == "local" and (epoch_loop is None or not (
-                _trains(epoch_loop) or (ctx.func is None
+                trains(epoch_loop) or (ctx.func is None
                                         and self._steps_through_calls(epoch_loop)))):
             return None  # one pass over the data (bounded by its length), or not training
-        if kind == "keyed" and not self._fresh_key(key_expr, ctx, loop, epoch_loop, repeat):
+        if kind == "keyed" and not fresh_key(self.a, key_expr, ctx, loop, epoch_loop, repeat):
             return None
         if repeat is not None and kind == "keyed" and key_expr is not None and not (
-                names_in(key_expr) & _loop_vars(repeat)):
+                names_in(key_expr) & loop_vars(repeat)):
             repeat = None  # the inner loop overwrites one key
-        if kind in ("append", "keyed") and repeat is None and _one_number(self.a, node, value,
+        if kind in ("append", "keyed") and repeat is None and one_number(self.a, node, value,
                                                                           ctx):
             return None  # one float per step: bytes per step, left to ``torchleak run``
         return Site(node, key, kind, value, ctx, scope, loop, repeat, epoch_loop)
@@ -238,7 +232,7 @@ class _Finder:
         loop, repeat = step
         epoch_loop = self._run_loop(ctx, loop, "") if ctx.loops else None
         key = ast.Tuple(elts=list(call.args), ctx=ast.Load())
-        if not self._fresh_key(key, ctx, loop, epoch_loop, repeat):
+        if not fresh_key(self.a, key, ctx, loop, epoch_loop, repeat):
             return None
         return Site(call, call.func.id, "cached", call, ctx, "module", loop, None,  # type: ignore[attr-defined]
                     None)
@@ -271,8 +265,8 @@ class _Finder:
         key = ("steps_through", id(loop))
         if key not in self.a.index.cache:
             found = False
-            if isinstance(loop, (ast.For, ast.AsyncFor)) and _runs_for_the_run(loop):
-                words = {w for n in _loop_vars(loop) for w in tokens(n)}
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and runs_for_the_run(loop):
+                words = {w for n in loop_vars(loop) for w in tokens(n)}
                 found = bool(words & {"step", "iteration", "iter"}) or any(
                     isinstance(n, ast.Call) and self._trains_inside(n) for n in walk_local(loop))
                 found = found and not any(isinstance(n, (ast.For, ast.AsyncFor, ast.While))
@@ -312,7 +306,7 @@ class _Finder:
             return "local" if root in self.module_names else None
         if root in self.globals.get(id(func), set()):
             return "module"
-        if root in self.a.taint.facts(func).defs or _is_param(func, root):
+        if root in self.a.taint.facts(func).defs or is_param(func, root):
             return "local" if root in self.a.taint.facts(func).defs else None
         return "module" if root in self.module_names else None
 
@@ -350,9 +344,9 @@ class _Finder:
         trimmed anywhere in its function."""
         for loop in ctx.loops:
             for node in walk_local(loop):
-                if isinstance(node, ast.Assign) and key in _target_keys(node) \
-                        and not _grows_from(node.value, key) and not (
-                            key in names_in(node.value)) and not _first_fill(
+                if isinstance(node, ast.Assign) and key in target_keys(node) \
+                        and not grows_from(node.value, key) and not (
+                            key in names_in(node.value)) and not first_fill(
                             self.a.index.stmt_ctx.get(node, Ctx()), key):
                     return True  # made anew inside a loop around the growth
         scope = ctx.func or self.a.index.tree
@@ -377,64 +371,11 @@ class _Finder:
         loop, or a batch loop over the whole run (``range(steps)``, ``while True``)."""
         candidates = ctx.loops if loop is None else ctx.loops[:ctx.loops.index(loop) + 1]
         for candidate in candidates:
-            if _runs_for_the_run(candidate):
+            if runs_for_the_run(candidate):
                 return candidate
         return None
 
     # -- keys and values -------------------------------------------------------------
-    def _fresh_key(self, key_expr: ast.AST | None, ctx: Ctx, loop: Loop | None,
-                   epoch_loop: Loop | None, repeat: Loop | None) -> bool:
-        """The key takes a new value every step (the step counter), not one of a bounded
-        set (a sample index, ``step % N``, a name)."""
-        if key_expr is None or isinstance(key_expr, ast.Constant):
-            return False
-        names = names_in(key_expr)
-        if any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Mod, ast.FloorDiv))
-               for n in ast.walk(key_expr)):
-            return False
-        if any(isinstance(n, ast.Call) and last_name(n.func) == "len" for n in ast.walk(key_expr)):
-            return True
-        fresh: set[str] = set()
-        if loop is not None:
-            loop_vars = _loop_vars(loop)
-            if _runs_for_the_run(loop):
-                fresh |= loop_vars
-            elif epoch_loop is not None and epoch_loop is not loop and \
-                    names & _loop_vars(epoch_loop):
-                fresh |= loop_vars  # (epoch, i): new every step
-            fresh |= self._counters(loop)
-        for n in ast.walk(key_expr):
-            if isinstance(n, ast.Attribute) and set(tokens(n.attr)) & {"step", "iteration"} \
-                    and "batch" not in tokens(n.attr):
-                return True  # ``self.global_step``, ``state.global_step``
-        attrs = {w for n in ast.walk(key_expr) if isinstance(n, ast.Attribute)
-                 for w in tokens(n.attr)} | {w for n in names for w in tokens(n)}
-        if "epoch" in attrs and attrs & {"batch", "idx", "index", "i", "nb"}:
-            return True  # ``(self.current_epoch, batch_idx)``: new every step
-        if any(isinstance(n, ast.Call) and dotted(n.func) in _FRESH_CALLS
-               for n in ast.walk(key_expr)):
-            return True
-        if loop is None and ctx.func is not None:
-            params = {x.arg for x in ctx.func.args.args + ctx.func.args.kwonlyargs}
-            fresh |= {p for p in params if set(tokens(p)) & {"step", "iteration"}
-                      and "batch" not in tokens(p)}
-        fresh = {n for n in fresh if not self._modulo_def(n, ctx)}
-        return bool(names & fresh)
-
-    def _counters(self, loop: Loop) -> set[str]:
-        """``global_step += 1`` inside the loop: a counter over the run."""
-        found = set()
-        for node in walk_local(loop):
-            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add) \
-                    and isinstance(node.target, ast.Name):
-                found.add(node.target.id)
-        return found
-
-    def _modulo_def(self, name: str, ctx: Ctx) -> bool:
-        defs = self.a.taint.facts(ctx.func).defs.get(name, [])
-        return any(d.value is not None and any(isinstance(n, ast.BinOp) and isinstance(
-            n.op, ast.Mod) for n in ast.walk(d.value)) for d in defs)
-
     def _sequence_plus(self, value: ast.AST, key: str) -> bool:
         """``xs = xs + more`` where ``xs`` starts as a list or a string."""
         if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)
@@ -466,177 +407,3 @@ class _Finder:
             return (isinstance(first, ast.Constant) and isinstance(first.value, str)) or \
                 isinstance(first, (ast.List, ast.JoinedStr))
         return False
-
-
-def _target_keys(node: ast.Assign) -> set[str]:
-    found = set()
-    for t in node.targets:
-        for elt in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t]):
-            found.add(dotted(elt))
-    return found
-
-
-def _first_fill(ctx: Ctx, key: str) -> bool:
-    """Under ``if key is None`` / ``if not key`` / ``if len(key) == 0``: the first fill."""
-    for node in ctx.ifs:
-        test = getattr(node, "test", None)
-        if test is None:
-            continue
-        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) \
-                and dotted(test.operand) == key:
-            return True
-        for sub in ast.walk(test):
-            if isinstance(sub, ast.Compare) and dotted(sub.left) == key and any(
-                    isinstance(c, ast.Constant) and c.value is None for c in sub.comparators):
-                return True
-    return False
-
-
-def _one_number(a: Analysis, node: ast.AST, value: ast.AST | None, ctx: Ctx) -> bool:
-    """``xs.append(loss.item())``: one Python number (or a small tuple of them)."""
-    if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Attribute)
-                                           and node.func.attr in ("append", "appendleft", "add",
-                                                                  "insert")):
-        return False
-    if isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Call)
-                                            and last_name(value.func) in ("str", "format")):
-        return False  # a string: its length is unbounded
-    return stored_kind(a, value, ctx) == "value"
-
-
-def _unbounded_cached_functions(a: Analysis) -> set[str]:
-    """Module functions under ``@cache``/``@lru_cache(maxsize=None)``."""
-    found = set()
-    for func, ctx in a.index.funcs:
-        if ctx.func is not None or ctx.cls is not None:
-            continue
-        for deco in func.decorator_list:
-            name = last_name(deco.func if isinstance(deco, ast.Call) else deco)
-            if name == "cache" or (name == "lru_cache" and isinstance(deco, ast.Call) and (
-                    (keyword(deco, "maxsize") is not None
-                     and isinstance(keyword(deco, "maxsize"), ast.Constant)
-                     and keyword(deco, "maxsize").value is None)  # type: ignore[union-attr]
-                    or (deco.args and isinstance(deco.args[0], ast.Constant)
-                        and deco.args[0].value is None))):
-                found.add(func.name)
-    return found
-
-
-def _grows_from(value: ast.AST, key: str) -> bool:
-    """``x = torch.cat([x, v])``, ``x = np.append(x, v)``, ``x = x + [v]``, ``s = s + "..."``."""
-    if not key:
-        return False
-    if isinstance(value, ast.Call) and dotted(value.func) in _CONCAT_CALLS and value.args:
-        first = value.args[0]
-        parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else value.args[:1]
-        return any(dotted(p) == key for p in parts)
-    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
-        other = value.right if dotted(value.left) == key else (
-            value.left if dotted(value.right) == key else None)
-        return other is not None and (
-            isinstance(other, (ast.List, ast.Tuple, ast.JoinedStr, ast.ListComp))
-            or (isinstance(other, ast.Constant) and isinstance(other.value, str)))
-    return False
-
-
-def _added(value: ast.AST, key: str) -> ast.AST | None:
-    if isinstance(value, ast.Call) and value.args:
-        first = value.args[0]
-        parts = first.elts if isinstance(first, (ast.List, ast.Tuple)) else value.args
-        rest = [p for p in parts if dotted(p) != key]
-        return rest[0] if rest else None
-    if isinstance(value, ast.BinOp):
-        return value.right if dotted(value.left) == key else value.left
-    return None
-
-
-def _trains(loop: Loop) -> bool:
-    """The loop runs training steps: a backward, an optimizer step, or a step function."""
-    for node in walk_local(loop):
-        if isinstance(node, ast.Call) and (is_backward_call(node) or is_optimizer_step(node)
-                                           or _STEP_CALL.match(last_name(node.func))):
-            return True
-    return False
-
-
-def _loop_vars(loop: Loop) -> set[str]:
-    target = getattr(loop, "target", None)
-    return names_in(target) if target is not None else set()
-
-
-def _runs_for_the_run(loop: Loop) -> bool:
-    """``while ...``, ``for epoch in range(...)``, ``for step in range(max_steps)``,
-    ``itertools.count()``: a loop over the run, not one pass over a data set."""
-    if isinstance(loop, ast.While):
-        return True
-    it = loop.iter
-    words = set(tokens(" ".join(names_in(loop.target)).replace(" ", "_")))
-    for n in ast.walk(it):
-        if isinstance(n, ast.Call) and last_name(n.func) in ("range", "trange", "count",
-                                                               "cycle", "repeat"):
-            inner = n.args
-            if last_name(n.func) in ("range", "trange") and inner and any(
-                    is_data_iterable(x) for x in inner):
-                return bool(words & _RUN_LOOP_WORDS)  # ``range(len(dataset))``
-            return True
-    return bool(words & _RUN_LOOP_WORDS) and not is_data_iterable(it)
-
-
-def _is_param(func: Func, name: str) -> bool:
-    args = func.args
-    every = args.posonlyargs + args.args + args.kwonlyargs
-    every += [x for x in (args.vararg, args.kwarg) if x is not None]
-    return any(x.arg == name for x in every)
-
-
-# -- what is stored ----------------------------------------------------------------------
-def stored_kind(a: Analysis, value: ast.AST | None, ctx: Ctx, depth: int = 0) -> str:
-    """"graph", "tensor", "array", "value" (a Python number or string) or "object"."""
-    if value is None or depth > 6:
-        return "object"
-    if depth == 0 and a.taint.carries_graph(value, ctx):
-        return "graph"
-    if isinstance(value, (ast.Dict, ast.Tuple, ast.List, ast.Set)):
-        parts = value.values if isinstance(value, ast.Dict) else value.elts
-        kinds = [stored_kind(a, p, ctx, depth + 1) for p in parts if p is not None]
-        for k in ("tensor", "array", "object", "value"):
-            if k in kinds:
-                return k
-        return "value"
-    if isinstance(value, (ast.Constant, ast.JoinedStr, ast.Compare)):
-        return "value"
-    if isinstance(value, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
-        return stored_kind(a, value.elt, ctx, depth + 1)
-    if isinstance(value, ast.BinOp):
-        kinds = {stored_kind(a, value.left, ctx, depth + 1),
-                 stored_kind(a, value.right, ctx, depth + 1)}
-        for k in ("tensor", "array", "value"):
-            if k in kinds:
-                return k
-        return "object"
-    if isinstance(value, ast.Call):
-        name = last_name(value.func)
-        full = dotted(value.func)
-        if name in _VALUE_CALLS and name != "copy":
-            return "value"
-        if full.startswith(("np.", "numpy.")) or name == "numpy":
-            return "array"
-        if name == "copy" and isinstance(value.func, ast.Attribute):
-            return stored_kind(a, value.func.value, ctx, depth + 1)
-        if full.startswith("torch.") or name in _TENSOR_METHODS:
-            return "tensor"
-        return "object"
-    if isinstance(value, ast.Attribute):
-        if value.attr in ("grad", "data", "weight", "bias"):
-            return "tensor"
-        return "object"
-    if isinstance(value, ast.Name):
-        defs = a.taint.facts(ctx.func).defs.get(value.id, [])
-        before = [d for d in defs if d.pos < (getattr(value, "lineno", 0), 0)]
-        d = before[-1] if before else None
-        if d is not None and d.value is not None and d.index is None:
-            return stored_kind(a, d.value, ctx, depth + 1)
-        if d is not None and d.value is not None and isinstance(d.value, ast.Call) \
-                and depth == 0 and a.taint.carries_graph(value, ctx):
-            return "graph"
-    return "object"

@@ -7,7 +7,8 @@ from collections.abc import Iterator
 
 from torchleak.check.astutil import dotted
 from torchleak.check.diagnostic import UNSAFE, Edit, Fix
-from torchleak.check.growth import Site, growth_sites, stored_kind
+from torchleak.check.growth import Site, growth_sites
+from torchleak.check.growth_facts import stored_kind
 from torchleak.check.rules.base import Analysis, Finding, Rule
 
 _WHAT = {
