@@ -149,8 +149,10 @@ class _Finder:
             if isinstance(func, ast.Attribute) and func.attr in _GROW_METHODS and call.args \
                     and not call.keywords:
                 container = func.value
-                if func.attr == "add" and not self._is_set(target_key(container)):
-                    continue
+                if func.attr == "add" and not (self._is_set(target_key(container)) and fresh_key(
+                        self.a, call.args[0], ctx, self.a.index.innermost_step_loop(ctx), None,
+                        None)):
+                    continue  # a set grows only with values never seen before
                 base = container.value if isinstance(container, ast.Subscript) else container
                 if isinstance(base, ast.Attribute) and dotted(base.value) == "self":
                     continue  # a list on ``self``: TL202/TL103 report it
@@ -279,8 +281,10 @@ class _Finder:
         name = last_name(call.func)
         if _STEP_CALL.match(name):
             return True
+        # a helper that takes one step (not one that loops over a loader: an epoch)
         funcs = [f for f, _c in self.a.index.funcs if f.name == name]
         return any(isinstance(n, ast.Call) and (is_backward_call(n) or is_optimizer_step(n))
+                   and not self.a.index.stmt_ctx.get(_stmt_of(f, n), Ctx()).loops
                    for f in funcs for n in walk_local(f))
 
     def _hook(self, func: Func | None) -> bool:
@@ -407,3 +411,14 @@ class _Finder:
             return (isinstance(first, ast.Constant) and isinstance(first.value, str)) or \
                 isinstance(first, (ast.List, ast.JoinedStr))
         return False
+
+
+def _stmt_of(func: Func, node: ast.AST) -> ast.stmt | None:
+    """The statement of ``func`` that contains ``node``."""
+    line = getattr(node, "lineno", 0)
+    best: ast.stmt | None = None
+    for stmt in walk_local(func):
+        if isinstance(stmt, ast.stmt) and stmt.lineno <= line <= (stmt.end_lineno or 0):
+            if best is None or stmt.lineno >= best.lineno:
+                best = stmt
+    return best

@@ -19,7 +19,8 @@ _CONCAT_CALLS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack
                  "np.hstack", "np.row_stack", "numpy.append", "numpy.concatenate",
                  "numpy.vstack", "numpy.hstack", "pd.concat", "pandas.concat"}
 _RUN_LOOP_WORDS = {"epoch", "epochs", "step", "steps", "iteration", "iterations", "iters",
-                   "round", "rounds", "episode", "episodes", "update", "updates"}
+                   "iter", "round", "rounds", "episode", "episodes", "update", "updates",
+                   "batches", "max", "total", "train", "training"}
 _TENSOR_METHODS = {"detach", "clone", "cpu", "cuda", "to", "float", "half", "mean", "sum",
                    "view", "reshape", "softmax", "argmax", "max", "min", "flatten", "squeeze",
                    "unsqueeze", "norm", "abs", "sigmoid", "exp", "contiguous", "long"}
@@ -189,10 +190,17 @@ def runs_for_the_run(loop: Loop) -> bool:
         if isinstance(n, ast.Call) and last_name(n.func) in ("range", "trange", "count",
                                                                "cycle", "repeat"):
             inner = n.args
-            if last_name(n.func) in ("range", "trange") and inner and any(
-                    is_data_iterable(x) for x in inner):
+            if last_name(n.func) not in ("range", "trange") or not inner:
+                return True
+            if any(is_data_iterable(x) for x in inner):
                 return bool(words & _RUN_LOOP_WORDS)  # ``range(len(dataset))``
-            return True
+            bound = {w for x in inner for m in ast.walk(x)
+                     if isinstance(m, (ast.Name, ast.Attribute)) for w in tokens(last_name(m))}
+            big = any(isinstance(x, ast.Constant) and isinstance(x.value, int)
+                      and x.value >= 100 for x in inner)
+            # ``range(epochs)``, ``range(args.max_steps)``, ``range(10_000)``; not
+            # ``range(profiling_count)`` or ``range(3)``
+            return bool((words | bound) & _RUN_LOOP_WORDS) or big
     return bool(words & _RUN_LOOP_WORDS) and not is_data_iterable(it)
 
 
