@@ -298,6 +298,9 @@ class _Finder:
                 if last_name(call.func).startswith("register_") and \
                         last_name(call.func).endswith("hook"):
                     hooks.update(last_name(x) for x in call.args)
+                collate = keyword(call, "collate_fn")  # runs for every batch
+                if collate is not None:
+                    hooks.add(last_name(collate))
             self.a.index.cache["hook_functions"] = hooks
         return func.name in hooks
 

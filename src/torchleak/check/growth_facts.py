@@ -14,6 +14,7 @@ from torchleak.check.steps import is_backward_call, is_data_iterable, is_optimiz
 _STEP_CALL = re.compile(r"^_*(train|training|fit|optimi[sz]e|update)_?(step|batch|on_batch)$")
 _FRESH_CALLS = {"time.time", "time.perf_counter", "time.monotonic", "uuid.uuid4",
                 "datetime.now", "datetime.datetime.now"}
+_COUNTER_WORDS = {"step", "steps", "iteration", "iter", "iters", "updates", "counter"}
 _CONCAT_CALLS = {"torch.cat", "torch.concat", "torch.concatenate", "torch.vstack",
                  "torch.hstack", "torch.row_stack", "np.append", "np.concatenate", "np.vstack",
                  "np.hstack", "np.row_stack", "numpy.append", "numpy.concatenate",
@@ -41,18 +42,23 @@ def fresh_key(a: Analysis, key_expr: ast.AST | None, ctx: Ctx, loop: Loop | None
     if any(isinstance(n, ast.Call) and last_name(n.func) == "len" for n in ast.walk(key_expr)):
         return True
     fresh: set[str] = set()
+    own: set[str] = set()
+    outer: set[str] = set()
     if loop is not None:
         own = loop_vars(loop)
         if runs_for_the_run(loop):
             fresh |= own
-        elif epoch_loop is not None and epoch_loop is not loop and \
-                names & loop_vars(epoch_loop):
-            fresh |= own  # (epoch, i): new every step
+        elif epoch_loop is not None and epoch_loop is not loop:
+            outer = loop_vars(epoch_loop)
+            if names & outer:
+                fresh |= own  # (epoch, i): new every step
         fresh |= _counters(loop)
     for n in ast.walk(key_expr):
-        if isinstance(n, ast.Attribute) and set(tokens(n.attr)) & {"step", "iteration"} \
+        if isinstance(n, ast.Attribute) and set(tokens(n.attr)) & _COUNTER_WORDS \
                 and "batch" not in tokens(n.attr):
             return True  # ``self.global_step``, ``state.global_step``
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "id":
+            return True  # ``cache[id(batch)]``: a new object every step
     attrs = {w for n in ast.walk(key_expr) if isinstance(n, ast.Attribute)
              for w in tokens(n.attr)} | {w for n in names for w in tokens(n)}
     if "epoch" in attrs and attrs & {"batch", "idx", "index", "i", "nb"}:
@@ -62,10 +68,19 @@ def fresh_key(a: Analysis, key_expr: ast.AST | None, ctx: Ctx, loop: Loop | None
         return True
     if loop is None and ctx.func is not None:
         params = {x.arg for x in ctx.func.args.args + ctx.func.args.kwonlyargs}
-        fresh |= {p for p in params if set(tokens(p)) & {"step", "iteration"}
+        fresh |= {p for p in params if set(tokens(p)) & _COUNTER_WORDS
                   and "batch" not in tokens(p)}
     fresh = {n for n in fresh if not _modulo_def(a, n, ctx)}
-    return bool(names & fresh)
+    if names & fresh:
+        return True
+    # ``global_step = epoch * len(loader) + i`` then ``d[global_step]``
+    defs = a.taint.facts(ctx.func).defs
+    for n in names:
+        for d in defs.get(n, ()):
+            used = names_in(d.value) if d.value is not None else set()
+            if not _modulo_def(a, n, ctx) and (used & fresh or (used & outer and used & own)):
+                return True
+    return False
 
 
 def _counters(loop: Loop) -> set[str]:
