@@ -160,3 +160,14 @@ def test_anomaly_mode_is_not_called_growth() -> None:
     [d] = check_source(source, "t.py")
     assert d.code == "TL106" and "grows every step" not in d.message
     assert "slower" in d.message and "traceback" in d.message
+
+
+def test_plain_list_gets_an_unsafe_bounded_window(tmp_path: Path) -> None:
+    source = '"""A script."""\nfrom __future__ import annotations\n\n' + PLAIN
+    [d] = check_source(source, "t.py")
+    assert d.code == "TL107" and d.fix is not None and not d.fix.safe
+    assert "deque(maxlen=1000)" in d.fix.message and "unsafe" in d.fix.message
+    rc, out, fixed = _cli(tmp_path, source, "--fix", "--unsafe-fixes")
+    assert "history = collections.deque(maxlen=1000)" in fixed
+    assert "from torch import nn\nimport collections\n" in fixed  # after the imports
+    assert rc == 0 and check_source(fixed, "t.py") == []

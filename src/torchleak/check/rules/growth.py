@@ -5,12 +5,13 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from torchleak.check.astutil import dotted
+from torchleak.check.astutil import dotted, last_name
 from torchleak.check.diagnostic import UNSAFE, Edit, Fix
 from torchleak.check.growth import Site, growth_sites
 from torchleak.check.growth_facts import stored_kind
 from torchleak.check.rules.base import Analysis, Finding, Rule
 
+_KEEP = 1000  # entries a bounded window keeps
 _WHAT = {
     "graph": "a tensor with its autograd graph",
     "tensor": "a tensor",
@@ -77,10 +78,15 @@ class ContainerGrowsEveryStep(Rule):
 
     ## Fix safety
     When the growth happens inside a loop over epochs, the fix adds `history.clear()` as
-    the last statement of that loop (the message names its line). It is always unsafe:
-    code after the loop, or later in the epoch, may still read what was cleared (a plot of
-    the whole run, a final average). Elsewhere there is no fix: how much to keep
-    (`collections.deque(maxlen=N)`, a running mean) is yours to choose.
+    the last statement of that loop (the message names its line). Otherwise, for a list
+    made as `history = []` and grown with `.append`, the fix makes it
+    `collections.deque(maxlen=1000)` (adding `import collections` when needed). Both are
+    always unsafe: code after the loop, or later in the epoch, may still read what was
+    cleared or dropped (a plot of the whole run, a final average), and a deque cannot be
+    sliced or passed to `torch.stack`. Dicts keyed by the step, rebinding
+    (`torch.cat`, `np.append`, `+=`) and attributes of `self` get no fix: how much to
+    keep (a window, a running mean, a file) is yours to choose. A fix that only detaches
+    a stored value (TL102) does not remove this finding.
     """
 
     code = "TL107"
@@ -124,6 +130,55 @@ def message(a: Analysis, site: Site) -> str:
 
 
 def _fix(a: Analysis, site: Site) -> Fix | None:
+    """``key.clear()`` at the end of each epoch, or else a bounded ``deque``."""
+    return _clear_fix(a, site) or _deque_fix(a, site)
+
+
+def _deque_fix(a: Analysis, site: Site) -> Fix | None:
+    """``history = []`` -> ``history = collections.deque(maxlen=1000)``."""
+    if site.kind != "append" or site.scope not in ("module", "local") \
+            or not isinstance(site.node, ast.Call) \
+            or last_name(site.node.func) not in ("append", "appendleft"):
+        return None
+    owner = None if site.scope == "module" else site.ctx.func
+    defs = [n for n, ctx in a.index.assigns if ctx.func is owner
+            and isinstance(n, ast.Assign) and any(dotted(t) == site.key for t in n.targets)]
+    if len(defs) != 1 or len(defs[0].targets) != 1 or not (
+            isinstance(defs[0].value, ast.List) and not defs[0].value.elts):
+        return None
+    name, import_edit = _deque_name(a)
+    if name is None:
+        return None
+    edits = (a.replace(defs[0].value, f"{name}(maxlen={_KEEP})"),) + import_edit
+    return Fix(f"Keep only the last {_KEEP:,} entries: `{name}(maxlen={_KEEP})` (unsafe: "
+               f"older entries are dropped, and a deque cannot be sliced or stacked as a "
+               f"list)", edits, UNSAFE)
+
+
+def _deque_name(a: Analysis) -> tuple[str | None, tuple[Edit, ...]]:
+    """How this module reaches ``deque``, with the import to add when it does not."""
+    body = a.index.tree.body
+    imports = [s for s in body if isinstance(s, (ast.Import, ast.ImportFrom))]
+    for node in imports:
+        if isinstance(node, ast.Import):
+            for al in node.names:
+                if al.name == "collections":
+                    return f"{al.asname or 'collections'}.deque", ()
+        elif node.module == "collections":
+            for al in node.names:
+                if al.name == "deque":
+                    return al.asname or "deque", ()
+    if not imports:
+        return None, ()
+    last = imports[-1]
+    end = last.end_lineno or last.lineno
+    if last.col_offset or end > len(a.lines):
+        return None, ()
+    col = len(a.lines[end - 1]) + 1
+    return "collections.deque", (Edit(end, col, end, col, "\nimport collections"),)
+
+
+def _clear_fix(a: Analysis, site: Site) -> Fix | None:
     """``key.clear()`` as the last statement of the epoch loop around the batch loop."""
     loop = site.epoch_loop
     if loop is None or site.loop is None or loop is site.loop or site.kind == "rebind":
