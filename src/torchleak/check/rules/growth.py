@@ -110,8 +110,10 @@ def message(a: Analysis, site: Site) -> str:
             how = "each step copies it all, so memory and time grow"
         head = f"`{site.key}` is re-made bigger every step with {what} ({how})"
     elif site.kind == "cached":
-        head = (f"`{a.segment(site.node)}` is cached without a bound and called with a new "
-                f"argument every step, so the cache keeps every result")
+        return (f"`{a.segment(site.node)}` is called with a new argument every step on a "
+                f"cache without a bound, so the cache keeps {what} per step for the whole "
+                f"run ({_HOW_FAST[kind]}); give the cache a `maxsize` or do not cache "
+                f"per-step values")
     elif site.kind == "keyed":
         target = site.node.targets[0] if isinstance(site.node, ast.Assign) else None
         text = a.segment(target) if target is not None else site.key
