@@ -64,6 +64,17 @@ def main(curves):
     draw(curves)
     plt.savefig("out.png")
 """, "after `draw()` returns"),
+    "method's caller saves after the call": ("""\
+class Plots:
+    def on_validation_epoch_end(self):
+        self.draw()
+        plt.savefig("val.png")
+
+    def draw(self):
+        for curve in self.curves:
+            plt.figure()
+            plt.plot(curve)
+""", "after `draw()` returns"),
     "enclosing loop saves on its next pass": ("""\
 def grid(rows):
     for row in rows:

@@ -28,6 +28,7 @@ from torchleak.check.growth_facts import (
     first_fill,
     fresh_key,
     grows_from,
+    int_constants,
     is_param,
     loop_vars,
     one_number,
@@ -267,7 +268,8 @@ class _Finder:
         key = ("steps_through", id(loop))
         if key not in self.a.index.cache:
             found = False
-            if isinstance(loop, (ast.For, ast.AsyncFor)) and runs_for_the_run(loop):
+            if isinstance(loop, (ast.For, ast.AsyncFor)) and runs_for_the_run(
+                    loop, int_constants(self.a)):
                 words = {w for n in loop_vars(loop) for w in tokens(n)}
                 found = bool(words & {"step", "iteration", "iter"}) or any(
                     isinstance(n, ast.Call) and self._trains_inside(n) for n in walk_local(loop))
@@ -378,7 +380,7 @@ class _Finder:
         loop, or a batch loop over the whole run (``range(steps)``, ``while True``)."""
         candidates = ctx.loops if loop is None else ctx.loops[:ctx.loops.index(loop) + 1]
         for candidate in candidates:
-            if runs_for_the_run(candidate):
+            if runs_for_the_run(candidate, int_constants(self.a)):
                 return candidate
         return None
 

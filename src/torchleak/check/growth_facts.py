@@ -46,7 +46,7 @@ def fresh_key(a: Analysis, key_expr: ast.AST | None, ctx: Ctx, loop: Loop | None
     outer: set[str] = set()
     if loop is not None:
         own = loop_vars(loop)
-        if runs_for_the_run(loop):
+        if runs_for_the_run(loop, int_constants(a)):
             fresh |= own
         elif epoch_loop is not None and epoch_loop is not loop:
             outer = loop_vars(epoch_loop)
@@ -194,7 +194,22 @@ def loop_vars(loop: Loop) -> set[str]:
     return names_in(target) if target is not None else set()
 
 
-def runs_for_the_run(loop: Loop) -> bool:
+def int_constants(a: Analysis) -> dict[str, int]:
+    """Module-level ``NAME = 5000``: the bounds scripts give their loops."""
+    found = a.index.cache.get("int_constants")
+    if not isinstance(found, dict):
+        found = {}
+        for node in a.index.tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                    and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Constant) \
+                    and type(node.value.value) is int:
+                found[node.targets[0].id] = node.value.value
+        a.index.cache["int_constants"] = found
+    return found
+
+
+def runs_for_the_run(loop: Loop, consts: dict[str, int] | None = None) -> bool:
     """``while ...``, ``for epoch in range(...)``, ``for step in range(max_steps)``,
     ``itertools.count()``: a loop over the run, not one pass over a data set."""
     if isinstance(loop, ast.While):
@@ -211,8 +226,9 @@ def runs_for_the_run(loop: Loop) -> bool:
                 return bool(words & _RUN_LOOP_WORDS)  # ``range(len(dataset))``
             bound = {w for x in inner for m in ast.walk(x)
                      if isinstance(m, (ast.Name, ast.Attribute)) for w in tokens(last_name(m))}
-            big = any(isinstance(x, ast.Constant) and isinstance(x.value, int)
-                      and x.value >= 100 for x in inner)
+            values = [x.value if isinstance(x, ast.Constant) else (consts or {}).get(
+                x.id) if isinstance(x, ast.Name) else None for x in inner]
+            big = any(isinstance(v, int) and v >= 100 for v in values)
             # ``range(epochs)``, ``range(args.max_steps)``, ``range(10_000)``; not
             # ``range(profiling_count)`` or ``range(3)``
             return bool((words | bound) & _RUN_LOOP_WORDS) or big

@@ -186,16 +186,25 @@ def used_after_close(a: Analysis, owner: ast.AST, created: ast.stmt, ctx: Ctx, m
     later = [n for n in walk_local(scope) if _outside(n, owner) and (
         getattr(n, "lineno", 0) > (getattr(owner, "end_lineno", 0) or 0) or _inside(n, region))]
     why = _later_use(a, later, mod, fig)
-    if why or ctx.func is None or ctx.cls is not None:
+    if why or ctx.func is None:
         return why
-    for call, call_ctx in a.index.calls:  # a module function: does a caller draw after it?
-        if isinstance(call.func, ast.Name) and call.func.id == ctx.func.name:
+    for call, call_ctx in a.index.calls:  # does a caller of this module draw after the call?
+        if _calls(call, ctx):
             caller = call_ctx.func or a.index.tree
             after = [n for n in walk_local(caller) if getattr(n, "lineno", 0) > call.lineno]
             why = _later_use(a, after, mod, "")
             if why:
                 return f"after `{ctx.func.name}()` returns, {why}"
     return ""
+
+
+def _calls(call: ast.Call, ctx: Ctx) -> bool:
+    """``call`` runs ``ctx.func``: ``plot(...)``, or ``self.plot(...)`` for a method."""
+    name = ctx.func.name if ctx.func is not None else ""
+    if ctx.cls is None:
+        return isinstance(call.func, ast.Name) and call.func.id == name
+    return isinstance(call.func, ast.Attribute) and call.func.attr == name \
+        and dotted(call.func.value) == "self"
 
 
 def _nodes_after(owner: ast.AST, created: ast.stmt) -> list[ast.AST]:
