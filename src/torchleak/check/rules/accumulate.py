@@ -266,7 +266,7 @@ class GraphTensorStored(Rule):
         detaching = fix is None or ".item()" not in fix.message
         if (site_at(a, node) is not None and detaching) or _grows_on_self(a, node, ctx):
             still = (f"; that drops the graph, but `{key}` still gains an entry every step "
-                     f"(see TL107/TL202)")
+                     f"(see TL103/TL107/TL202)")
             fix = Fix(f"{fix.message} (the container still grows)", fix.edits,
                       fix.applicability) if fix is not None else None
         yield Finding(node, f"`{text}` is stored in `{key}` with its autograd graph and "
@@ -275,10 +275,11 @@ class GraphTensorStored(Rule):
 
 
 def _grows_on_self(a: Analysis, node: ast.AST, ctx: Ctx) -> bool:
-    """``self.x.append(v)`` that TL202 reports as growing every step."""
-    from torchleak.check.rules.lifetime import grows_every_step
+    """``self.x.append(v)`` that TL202 or TL103 reports as growing every step."""
+    from torchleak.check.rules.lifetime import grows_every_step, outputs_never_cleared
 
-    return isinstance(node, ast.Call) and grows_every_step(a, node, ctx)
+    return isinstance(node, ast.Call) and (grows_every_step(a, node, ctx)
+                                           or outputs_never_cleared(a, node, ctx))
 
 
 def _is_meter(container: ast.AST) -> bool:

@@ -155,10 +155,7 @@ class StepOutputsNotCleared(Rule):
         g = growth(a)
         for attr, sites in g.appends.items():
             for call, ctx in sites:
-                if g.is_bounded(attr, ctx):
-                    continue
-                if attr.endswith("step_outputs") or (attr.endswith("outputs")
-                                                     and is_step_function(ctx.func)):
+                if outputs_never_cleared(a, call, ctx):
                     hook = _HOOK_FOR.get(attr.split("_")[0], "the matching on_*_epoch_end")
                     yield Finding(call, f"`{attr}` grows every step and is never cleared, "
                                         f"so it keeps every epoch's outputs; call "
@@ -229,6 +226,15 @@ class UnboundedHistory(Rule):
                     and (0, t.attr) not in g.bounded and t.attr not in g.appends):
                 yield Finding(node, f"`self.{t.attr}` is a history list with no bound; use "
                                     f"`collections.deque(maxlen=N)` or trim it when appending")
+
+
+def outputs_never_cleared(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
+    """TL103's sites: ``self.<x>_step_outputs.append(...)`` that nothing clears."""
+    attr = _attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    if not attr or call.func.attr not in _GROW or growth(a).is_bounded(attr, ctx):  # type: ignore[attr-defined]
+        return False
+    return attr.endswith("step_outputs") or (attr.endswith("outputs")
+                                             and is_step_function(ctx.func))
 
 
 def grows_every_step(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
