@@ -147,9 +147,20 @@ class _Finder:
         found: list[Site] = []
         for call, ctx in a.index.calls:
             func = call.func
+            if isinstance(func, ast.Attribute) and func.attr == "update" and len(call.args) == 1 \
+                    and isinstance(call.args[0], ast.Dict) and len(call.args[0].keys) == 1 \
+                    and call.args[0].keys[0] is not None:
+                # ``d.update({step: out})``: a keyed write
+                site = self._site(call, func.value, "keyed", call.args[0].values[0], ctx,
+                                  call.args[0].keys[0])
+                if site is not None:
+                    found.append(site)
             if isinstance(func, ast.Attribute) and func.attr in _GROW_METHODS and call.args \
                     and not call.keywords:
                 container = func.value
+                if isinstance(container, ast.Call) and isinstance(container.func, ast.Attribute) \
+                        and container.func.attr == "setdefault":
+                    container = container.func.value  # ``d.setdefault(k, []).append(v)``
                 if func.attr == "add" and not (self._is_set(target_key(container)) and fresh_key(
                         self.a, call.args[0], ctx, self.a.index.innermost_step_loop(ctx), None,
                         None)):

@@ -126,7 +126,7 @@ def one_number(a: Analysis, node: ast.AST, value: ast.AST | None, ctx: Ctx) -> b
     """``xs.append(loss.item())``: one Python number (or a small tuple of them)."""
     if isinstance(node, ast.Call) and not (isinstance(node.func, ast.Attribute)
                                            and node.func.attr in ("append", "appendleft", "add",
-                                                                  "insert")):
+                                                                  "insert", "update")):
         return False
     if isinstance(value, ast.JoinedStr) or (isinstance(value, ast.Call)
                                             and last_name(value.func) in ("str", "format")):

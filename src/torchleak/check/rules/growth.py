@@ -116,7 +116,7 @@ def message(a: Analysis, site: Site) -> str:
                 f"per-step values")
     elif site.kind == "keyed":
         target = site.node.targets[0] if isinstance(site.node, ast.Assign) else None
-        text = a.segment(target) if target is not None else site.key
+        text = a.segment(target) if target is not None else f"{site.key}.update(...)"
         head = f"`{text}` stores {what} under a new key every step"
     else:
         head = f"`{site.key}` gains {what} every step"
