@@ -222,7 +222,7 @@ class _Finder:
             return None
         if scope == "local" and loop is None:
             return None  # a local of a per-step function is made anew at every call
-        epoch_loop = self._run_loop(ctx, loop, root) if scope == "local" or ctx.loops else None
+        epoch_loop = self._run_loop(ctx, loop) if scope == "local" or ctx.loops else None
         if scope == "local" and (epoch_loop is None or not (
                 trains(epoch_loop) or (ctx.func is None
                                         and self._steps_through_calls(epoch_loop)))):
@@ -244,7 +244,7 @@ class _Finder:
         if step is None:
             return None
         loop, repeat = step
-        epoch_loop = self._run_loop(ctx, loop, "") if ctx.loops else None
+        epoch_loop = self._run_loop(ctx, loop) if ctx.loops else None
         key = ast.Tuple(elts=list(call.args), ctx=ast.Load())
         if not fresh_key(self.a, key, ctx, loop, epoch_loop, repeat):
             return None
@@ -386,7 +386,7 @@ class _Finder:
                 return True
         return False
 
-    def _run_loop(self, ctx: Ctx, loop: Loop | None, root: str) -> Loop | None:
+    def _run_loop(self, ctx: Ctx, loop: Loop | None) -> Loop | None:
         """The loop whose passes the container outlives: an epoch loop around the batch
         loop, or a batch loop over the whole run (``range(steps)``, ``while True``)."""
         candidates = ctx.loops if loop is None else ctx.loops[:ctx.loops.index(loop) + 1]
