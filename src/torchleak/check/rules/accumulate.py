@@ -212,7 +212,9 @@ class GraphTensorStored(Rule):
     numbers later (`sum`, `len`, `np.mean`, `torch.tensor`, printing). It is unsafe when the
     list's elements are used as tensors later (`torch.stack`, tensor methods), or when the
     value's type is unknown (a model output can be a tuple or a dict; an unseen callee can
-    return anything).
+    return anything). Either way the fix only drops the graph: where the container also
+    gains an entry every step and nothing bounds it, the message says so and that growth
+    stays reported (TL107, TL202 or TL103) after the fix.
     """
 
     code = "TL102"
