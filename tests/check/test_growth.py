@@ -171,3 +171,20 @@ def test_plain_list_gets_an_unsafe_bounded_window(tmp_path: Path) -> None:
     assert "history = collections.deque(maxlen=1000)" in fixed
     assert "from torch import nn\nimport collections\n" in fixed  # after the imports
     assert rc == 0 and check_source(fixed, "t.py") == []
+
+
+def test_notebook_fix_is_offered_only_inside_the_findings_cell(tmp_path: Path) -> None:
+    setup, loop = PLAIN.split("for step")
+    cells = [setup, "for step" + loop]
+    notebook = {"cells": [{"cell_type": "code", "execution_count": None, "metadata": {},
+                           "outputs": [], "source": c} for c in cells],
+                "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(notebook, indent=1) + "\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "torchleak", "check", "--fix",
+                           "--unsafe-fixes", "--output-format", "concise", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    # the list is made in cell 1 and grows in cell 2: no cross-cell rewrite, no error
+    assert "cell 2:" in done.stdout and "TL107" in done.stdout
+    assert done.returncode == 1 and not done.stderr
+    assert json.loads(path.read_text(encoding="utf-8")) == notebook
