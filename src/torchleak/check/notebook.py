@@ -64,13 +64,14 @@ class Combined:
 
     def shown(self, d: Diagnostic) -> Diagnostic:
         """The diagnostic in notebook coordinates (cell, line in cell), its fix too; a fix
-        that spans cells or touches a rewritten magic line is dropped."""
+        that spans cells, edits another cell than the finding's (they are applied to the
+        finding's cell) or touches a rewritten magic line is dropped."""
         origin = self.origin
         cell, line = origin[d.line - 1] if 0 < d.line <= len(origin) else (None, d.line)
         end = origin[d.end_line - 1][1] if 0 < d.end_line <= len(origin) else line
-        return replace(d, line=line, cell=cell, end_line=end, fix=self._fix_in_cell(d.fix))
+        return replace(d, line=line, cell=cell, end_line=end, fix=self._fix_in_cell(d.fix, cell))
 
-    def _fix_in_cell(self, fix: Fix | None) -> Fix | None:
+    def _fix_in_cell(self, fix: Fix | None, own: int | None) -> Fix | None:
         if fix is None:
             return None
         edits: list[Edit] = []
@@ -85,7 +86,7 @@ class Combined:
                 return None
             cells.add(cell)
             edits.append(Edit(start, e.col, end, e.end_col, e.text))
-        return Fix(fix.message, tuple(edits), fix.applicability) if len(cells) == 1 else None
+        return Fix(fix.message, tuple(edits), fix.applicability) if cells == {own} else None
 
 
 def combine(cells: list[Cell], path: str) -> Combined:

@@ -347,7 +347,12 @@ class Taint:
 def _backward_names(call: ast.Call) -> set[str]:
     """Names (and ``self.x`` chains) whose graph a backward call consumes."""
     found: set[str] = set()
-    for node in ast.walk(call):
+    parts: list[ast.AST] = [call]
+    if isinstance(call.func, ast.Attribute) and call.args:
+        # ``accelerator.backward(loss)``, ``fabric.backward(loss)``: the argument is the
+        # tensor, the receiver is an engine
+        parts = list(call.args) + [k.value for k in call.keywords]
+    for node in (n for part in parts for n in ast.walk(part)):
         if isinstance(node, ast.Name) and node.id != "self":
             found.add(node.id)
         elif isinstance(node, ast.Attribute) and dotted(node).startswith("self."):

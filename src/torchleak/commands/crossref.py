@@ -17,8 +17,11 @@ def _codes(script: str) -> dict[int, str]:
         from torchleak.check import check_source
 
         text = Path(script).read_text(errors="replace")
-        return {d.line: d.code for d in check_source(text, script)
-                if d.code.startswith("TL") and not d.code.startswith("TL0")}
+        codes: dict[int, str] = {}
+        for d in check_source(text, script):  # the first (most specific) code of a line
+            if d.code.startswith("TL") and not d.code.startswith("TL0"):
+                codes.setdefault(d.line, d.code)
+        return codes
     except Exception:  # noqa: BLE001 - the cross-check must never break a report
         return {}
 

@@ -12,6 +12,7 @@ from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.rules.caching import CacheKeepsObjectsAlive
 from torchleak.check.rules.evaluation import EvalWithoutNoGrad
 from torchleak.check.rules.figures import FigureNotClosed
+from torchleak.check.rules.growth import ContainerGrowsEveryStep
 from torchleak.check.rules.hooks import HookRegisteredPerStep
 from torchleak.check.rules.lifetime import StepOutputsNotCleared, UnboundedHistory
 from torchleak.check.rules.waste import (
@@ -26,6 +27,7 @@ ALL_RULES: tuple[Rule, ...] = tuple(
         (
             TensorAccumulated(), GraphTensorStored(), StepOutputsNotCleared(),
             FigureNotClosed(), HookRegisteredPerStep(), AnomalyDetectionLeftOn(),
+            ContainerGrowsEveryStep(),
             RetainGraphWithCarriedState(), UnboundedHistory(), CacheKeepsObjectsAlive(),
             EvalWithoutNoGrad(), EmptyCachePerStep(), ObjectConstructedPerStep(),
             DefaultTensorTypeCuda(), RetainGraphInLoop(), DatasetPythonContainers(),

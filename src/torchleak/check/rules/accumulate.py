@@ -10,6 +10,7 @@ from torchleak.check.astutil import walk_local
 from torchleak.check.containers import is_bounded_deque, outlives_step, used_as_tensor_batch
 from torchleak.check.context import Ctx
 from torchleak.check.diagnostic import Fix
+from torchleak.check.growth import site_at
 from torchleak.check.fixsafety import (
     known_tensor,
     list_used_as_numbers,
@@ -211,7 +212,9 @@ class GraphTensorStored(Rule):
     numbers later (`sum`, `len`, `np.mean`, `torch.tensor`, printing). It is unsafe when the
     list's elements are used as tensors later (`torch.stack`, tensor methods), or when the
     value's type is unknown (a model output can be a tuple or a dict; an unseen callee can
-    return anything).
+    return anything). Either way the fix only drops the graph: where the container also
+    gains an entry every step and nothing bounds it, the message says so and that growth
+    stays reported (TL107, TL202 or TL103) after the fix.
     """
 
     code = "TL102"
@@ -261,9 +264,24 @@ class GraphTensorStored(Rule):
                                 f"evaluation under `torch.no_grad()` or store it with "
                                 f"`.detach()`", fix)
             return
+        still = ""
+        detaching = fix is None or ".item()" not in fix.message
+        if (site_at(a, node) is not None and detaching) or _grows_on_self(a, node, ctx):
+            still = (f"; that drops the graph, but `{key}` still gains an entry every step "
+                     f"(see TL103/TL107/TL202)")
+            fix = Fix(f"{fix.message} (the container still grows)", fix.edits,
+                      fix.applicability) if fix is not None else None
         yield Finding(node, f"`{text}` is stored in `{key}` with its autograd graph and "
                             f"outlives the step, so every step's graph stays alive; store "
-                            f"it with {how}", fix)
+                            f"it with {how}{still}", fix)
+
+
+def _grows_on_self(a: Analysis, node: ast.AST, ctx: Ctx) -> bool:
+    """``self.x.append(v)`` that TL202 or TL103 reports as growing every step."""
+    from torchleak.check.rules.lifetime import grows_every_step, outputs_never_cleared
+
+    return isinstance(node, ast.Call) and (grows_every_step(a, node, ctx)
+                                           or outputs_never_cleared(a, node, ctx))
 
 
 def _is_meter(container: ast.AST) -> bool:

@@ -21,8 +21,11 @@ class AnomalyDetectionLeftOn(Rule):
     `Trainer(detect_anomaly=True)`).
 
     ## Why is this bad?
-    Anomaly mode stays on for the whole run: it stores a traceback for every autograd op and
-    slows every step.
+    Anomaly mode stays on for the whole run: every step runs slower (often several times),
+    and while a graph is alive each of its nodes holds the Python traceback of the
+    operation that made it, so the peak memory of a step is higher. It is not a leak: the
+    tracebacks are freed with the graph, so memory does not grow from step to step (the
+    code is in TL1 for history; codes never change).
 
     Not reported: `with torch.autograd.set_detect_anomaly(True):` (scoped), a non-literal
     switch (`set_detect_anomaly(args.debug)`), calls inside `if debug:`-style guards.
@@ -43,7 +46,8 @@ class AnomalyDetectionLeftOn(Rule):
 
     code = "TL106"
     name = "anomaly-detection-on"
-    summary = "Anomaly detection is switched on for the whole run."
+    summary = ("Anomaly detection is switched on for the whole run (a slowdown and a "
+               "per-node traceback, not a leak).")
 
     def check(self, a: Analysis) -> Iterator[Finding]:
         for call, ctx in a.index.calls:
@@ -55,9 +59,11 @@ class AnomalyDetectionLeftOn(Rule):
             elif name == "Trainer":
                 on = is_const(keyword(call, "detect_anomaly"), True)
             if on and not _under_debug_flag(a, ctx):
-                yield Finding(call, "anomaly detection stays on for the whole run and stores "
-                                    "a traceback for every autograd op, so memory grows "
-                                    "every step; enable it only while debugging")
+                yield Finding(call, "anomaly detection stays on for the whole run: every "
+                                    "step is slower and each autograd node keeps a Python "
+                                    "traceback until its graph is freed (a higher peak, not "
+                                    "growth from step to step); enable it only while "
+                                    "debugging")
 
 
 def _under_debug_flag(a: Analysis, ctx: Ctx) -> bool:

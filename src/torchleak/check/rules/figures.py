@@ -8,12 +8,13 @@ from collections.abc import Iterator
 from torchleak.check.astutil import dotted, is_const, keyword, last_name, walk_local
 from torchleak.check.context import Ctx
 from torchleak.check.diagnostic import SAFE, UNSAFE, Edit, Fix
-from torchleak.check.fixsafety import draws_after
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.steps import is_epoch_function, is_step_function
 
 _CREATE = {"figure", "subplots", "subplot_mosaic"}
 _CLOSING = {"close", "clf", "show", "add_figure", "log_figure"}
+_FRESH = {"figure", "subplots", "close", "subplot_mosaic"}  # make a new figure or close
+_CLOSE_OK = {"plt.close", "pyplot.close"}
 
 
 def pyplot_aliases(a: Analysis) -> tuple[set[str], set[str]]:
@@ -73,9 +74,14 @@ class FigureNotClosed(Rule):
 
     ## Fix safety
     The fix inserts `plt.close(fig)` (or `plt.close()` for an unnamed figure) as the last
-    statement of the block that creates the figure. It is safe when nothing after that block
-    uses the figure or pyplot's current figure. It is unsafe when code after the loop still
-    draws or saves (`plt.savefig(...)` after the loop would write a blank image).
+    statement of the block that creates the figure. It is safe only when the figure
+    provably has no later use: it is not passed to any call or stored under another name,
+    and nothing that runs after the close (later in the function, earlier in an enclosing
+    loop's next pass, or in a caller of this module after the call) uses pyplot, calls
+    `savefig` (a `PdfPages`' included), writes to a PDF, names the figure, or calls a
+    function of this module that might draw or save pyplot's current figure. Otherwise it
+    is unsafe and its help line says why (`plt.savefig(...)` after the loop, or a helper
+    that saves the current figure, would write a blank image).
     """
 
     code = "TL104"
@@ -158,6 +164,108 @@ def _fix(a: Analysis, call: ast.Call, ctx: Ctx, mod: str) -> Fix | None:
         return None
     col = len(a.lines[end - 1]) + 1
     text = f"\n{indent}{mod}.close({arg})"
-    later = draws_after(a, owner, mod, arg, ctx.func or a.index.tree)
-    return Fix(f"Add `{mod}.close({arg})`", (Edit(end, col, end, col, text),),
-               UNSAFE if later else SAFE)
+    why = used_after_close(a, owner, stmt, ctx, mod, arg)
+    if why:
+        return Fix(f"Add `{mod}.close({arg})` (unsafe: {why})",
+                   (Edit(end, col, end, col, text),), UNSAFE)
+    return Fix(f"Add `{mod}.close({arg})`", (Edit(end, col, end, col, text),), SAFE)
+
+
+def used_after_close(a: Analysis, owner: ast.AST, created: ast.stmt, ctx: Ctx, mod: str,
+                     fig: str) -> str:
+    """Why closing the figure at the end of ``owner`` may blank a later use; ``""`` when
+    nothing can use it after: it is not handed to other code, and nothing that runs later
+    (after the block, in an enclosing loop, or in a caller after the call) draws, saves or
+    calls a helper of this module."""
+    for node in _nodes_after(owner, created):
+        why = _escapes(node, fig, mod)
+        if why:
+            return why
+    scope = ctx.func or a.index.tree
+    region = ctx.loops[0] if ctx.loops else owner
+    later = [n for n in walk_local(scope) if _outside(n, owner) and (
+        getattr(n, "lineno", 0) > (getattr(owner, "end_lineno", 0) or 0) or _inside(n, region))]
+    why = _later_use(a, later, mod, fig)
+    if why or ctx.func is None:
+        return why
+    for call, call_ctx in a.index.calls:  # does a caller of this module draw after the call?
+        if _calls(call, ctx):
+            caller = call_ctx.func or a.index.tree
+            after = [n for n in walk_local(caller) if getattr(n, "lineno", 0) > call.lineno]
+            why = _later_use(a, after, mod, "")
+            if why:
+                return f"after `{ctx.func.name}()` returns, {why}"
+    return ""
+
+
+def _calls(call: ast.Call, ctx: Ctx) -> bool:
+    """``call`` runs ``ctx.func``: ``plot(...)``, or ``self.plot(...)`` for a method."""
+    name = ctx.func.name if ctx.func is not None else ""
+    if ctx.cls is None:
+        return isinstance(call.func, ast.Name) and call.func.id == name
+    return isinstance(call.func, ast.Attribute) and call.func.attr == name \
+        and dotted(call.func.value) == "self"
+
+
+def _nodes_after(owner: ast.AST, created: ast.stmt) -> list[ast.AST]:
+    body: list[ast.stmt] = getattr(owner, "body", [])
+    found: list[ast.AST] = []
+    for stmt in body:
+        if stmt.lineno > created.lineno:
+            found.append(stmt)
+            found.extend(walk_local(stmt))
+    return found
+
+
+def _escapes(node: ast.AST, fig: str, mod: str) -> str:
+    """The figure is handed to code that may keep it: a call argument or a stored value."""
+    if not fig:
+        return ""
+    if isinstance(node, ast.Call):
+        args = list(node.args) + [k.value for k in node.keywords]
+        if any(isinstance(x, ast.Name) and x.id == fig for x in args):
+            name = dotted(node.func) or last_name(node.func)
+            if not (name.startswith(f"{mod}.") or name in _CLOSE_OK):
+                return f"`{fig}` is passed to `{name or 'a call'}`, which may keep it and " \
+                       f"draw or save it later"
+    if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) \
+            and node.value.id == fig:
+        return f"`{fig}` is also stored as `{dotted(node.targets[0]) or 'another name'}`"
+    return ""
+
+
+def _later_use(a: Analysis, nodes: list[ast.AST], mod: str, fig: str) -> str:
+    helpers = {f.name for f, _ctx in a.index.funcs}
+    for node in sorted((n for n in nodes if hasattr(n, "lineno")),
+                       key=lambda n: (n.lineno, n.col_offset)):  # type: ignore[attr-defined]
+        line = node.lineno  # type: ignore[attr-defined]
+        if isinstance(node, ast.Name) and fig and node.id == fig:
+            return f"`{fig}` is used on line {line}"
+        if not isinstance(node, ast.Call):
+            continue
+        name = dotted(node.func)
+        if fig and isinstance(node.func, ast.Attribute) and dotted(node.func.value) == fig:
+            return f"`{fig}` is used on line {line}"
+        if name.startswith(f"{mod}.") and last_name(node.func) not in _FRESH:
+            return f"`{name}()` on line {line} would find the figure closed"
+        if last_name(node.func) == "savefig":
+            return f"`{name or 'savefig'}()` on line {line} saves pyplot's current figure"
+        if last_name(node.func) == "PdfPages" or "pdf" in name.lower():
+            return f"`{name}()` on line {line} writes figures to a PDF"
+        if isinstance(node.func, ast.Name) and node.func.id in helpers:
+            return f"`{node.func.id}()` on line {line} runs later and may draw or save " \
+                   f"pyplot's current figure"
+        if isinstance(node.func, ast.Attribute) and dotted(node.func.value) == "self" \
+                and node.func.attr in helpers:
+            return f"`self.{node.func.attr}()` on line {line} runs later and may draw or " \
+                   f"save pyplot's current figure"
+    return ""
+
+
+def _outside(node: ast.AST, owner: ast.AST) -> bool:
+    return not _inside(node, owner)
+
+
+def _inside(node: ast.AST, region: ast.AST) -> bool:
+    line = getattr(node, "lineno", 0)
+    return region.lineno <= line <= (getattr(region, "end_lineno", 0) or 0)  # type: ignore[attr-defined]

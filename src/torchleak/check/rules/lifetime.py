@@ -44,6 +44,7 @@ def growth(a: Analysis) -> Growth:
     if cached is not None:
         return cached
     g = Growth()
+    compared = _compared_lengths(a)
     for call, ctx in a.index.calls:
         func = call.func
         if isinstance(func, ast.Attribute):
@@ -52,9 +53,9 @@ def growth(a: Analysis) -> Growth:
                 g.appends.setdefault(attr, []).append((call, ctx))
             elif attr and func.attr in _SHRINK:
                 g.bounded.add(_bound_key(func.value, attr, ctx))
-        if last_name(func) == "len" and call.args:
+        if last_name(func) == "len" and call.args and id(call) in compared:
             attr = _attr_of(call.args[0])
-            if attr:  # a length check guards the growth
+            if attr:  # a length check guards the growth (``print(len(x))`` does not)
                 g.bounded.add(_bound_key(call.args[0], attr, ctx))
     for node, ctx in a.index.assigns:
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
@@ -72,6 +73,16 @@ def growth(a: Analysis) -> Growth:
                     g.bounded.add(_bound_key(t, attr, ctx))
     a._growth = g  # type: ignore[attr-defined]
     return g
+
+
+def _compared_lengths(a: Analysis) -> set[int]:
+    """``len(x)`` calls inside a comparison (``if len(x) > N``, ``while len(x) >= N``)."""
+    found: set[int] = set()
+    for node in ast.walk(a.index.tree):
+        if isinstance(node, ast.Compare):
+            found.update(id(c) for c in ast.walk(node)
+                         if isinstance(c, ast.Call) and last_name(c.func) == "len")
+    return found
 
 
 def _bound_key(node: ast.AST, attr: str, ctx: Ctx) -> tuple[int, str]:
@@ -144,10 +155,7 @@ class StepOutputsNotCleared(Rule):
         g = growth(a)
         for attr, sites in g.appends.items():
             for call, ctx in sites:
-                if g.is_bounded(attr, ctx):
-                    continue
-                if attr.endswith("step_outputs") or (attr.endswith("outputs")
-                                                     and is_step_function(ctx.func)):
+                if outputs_never_cleared(a, call, ctx):
                     hook = _HOOK_FOR.get(attr.split("_")[0], "the matching on_*_epoch_end")
                     yield Finding(call, f"`{attr}` grows every step and is never cleared, "
                                         f"so it keeps every epoch's outputs; call "
@@ -169,7 +177,8 @@ class UnboundedHistory(Rule):
     `deque(maxlen=...)`, a wrapper class of the same module that is bounded (a
     `ReplayBuffer` around `deque(maxlen=capacity)`) or trims itself, containers handed in
     from outside (their owner may clear them), callbacks that stop the run themselves (a
-    learning-rate finder). A value that carries a graph is reported as TL102 instead.
+    learning-rate finder). A value that carries a graph is reported as TL102 as well:
+    detaching it does not stop the growth.
 
     ## Example
     ```python
@@ -199,13 +208,7 @@ class UnboundedHistory(Rule):
             if attr.endswith("outputs"):
                 continue
             for call, ctx in sites:
-                if g.is_bounded(attr, ctx) or not _on_self(call) \
-                        or not _per_step(a, ctx, attr, call) or _finite_run(a, ctx.cls):
-                    continue
-                if a.taint.carries_graph(call.args[-1], ctx) if call.args else False:
-                    continue  # TL102 reports it, with the sharper message
-                if _fragment_self(a, call.func) or \
-                        attr_kind(a, ctx.cls, attr, call.func.attr) == "list":  # type: ignore[attr-defined]
+                if grows_every_step(a, call, ctx):
                     yield Finding(call, f"`self.{attr}` grows by one entry every step and "
                                         f"is never trimmed; use `collections.deque(maxlen=N)` "
                                         f"or clear it at epoch end")
@@ -223,6 +226,29 @@ class UnboundedHistory(Rule):
                     and (0, t.attr) not in g.bounded and t.attr not in g.appends):
                 yield Finding(node, f"`self.{t.attr}` is a history list with no bound; use "
                                     f"`collections.deque(maxlen=N)` or trim it when appending")
+
+
+def outputs_never_cleared(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
+    """TL103's sites: ``self.<x>_step_outputs.append(...)`` that nothing clears."""
+    attr = _attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    if not attr or call.func.attr not in _GROW or growth(a).is_bounded(attr, ctx):  # type: ignore[attr-defined]
+        return False
+    return attr.endswith("step_outputs") or (attr.endswith("outputs")
+                                             and is_step_function(ctx.func))
+
+
+def grows_every_step(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
+    """``self.x.append(v)`` every step on a plain list nothing bounds (TL202's sites; a
+    value with a graph is reported by TL102 as well, since detaching it leaves the growth)."""
+    attr = _attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    if not attr or attr.endswith("outputs") or call.func.attr not in _GROW:  # type: ignore[attr-defined]
+        return False
+    g = growth(a)
+    if g.is_bounded(attr, ctx) or not _on_self(call) or not _per_step(a, ctx, attr, call) \
+            or _finite_run(a, ctx.cls):
+        return False
+    return _fragment_self(a, call.func) or \
+        attr_kind(a, ctx.cls, attr, call.func.attr) == "list"  # type: ignore[attr-defined]
 
 
 def _on_self(call: ast.Call) -> bool:
@@ -265,6 +291,12 @@ def _periodic(ctx: Ctx, call: ast.Call) -> bool:
     return False
 
 
+def runs_per_sample(ctx: Ctx) -> bool:
+    """``Dataset.__getitem__``: runs for every sample of every epoch (in every worker)."""
+    return ctx.func is not None and ctx.func.name == "__getitem__" and ctx.cls is not None \
+        and any("Dataset" in dotted(b) for b in ctx.cls.bases)
+
+
 def _per_step(a: Analysis, ctx: Ctx, attr: str, call: ast.Call) -> bool:
     if _periodic(ctx, call):
         return False
@@ -273,7 +305,7 @@ def _per_step(a: Analysis, ctx: Ctx, attr: str, call: ast.Call) -> bool:
             return a.index.is_batch_loop(loop)
     if ctx.loops:
         return False
-    if runs_per_step(a.index, ctx.func):
+    if runs_per_step(a.index, ctx.func) or runs_per_sample(ctx):
         return True
     # An excerpt at module level: only a name that says "history" is enough.
     return (ctx.func is None and a.index.is_undefined("self")

@@ -1,4 +1,4 @@
-# expect: TL102
+# expect: TL102 TL107
 import torch
 import torch.nn as nn
 

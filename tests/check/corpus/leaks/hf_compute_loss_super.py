@@ -1,4 +1,4 @@
-# expect: TL102
+# expect: TL102 TL202
 from transformers import Trainer
 
 

@@ -1,4 +1,4 @@
-# expect: TL102
+# expect: TL102 TL202
 import lightning as L
 import torch
 

@@ -1,4 +1,4 @@
-# expect: TL102
+# expect: TL102 TL202
 import torch
 class Trainer:
     def __init__(self, model, opt, loader):

@@ -1,4 +1,4 @@
-# expect: TL102
+# expect: TL102 TL107
 def train(policy, env, optimizer, episodes):
     log_probs_history = []
     for episode in range(episodes):
