@@ -66,7 +66,8 @@ def collect(tool: str, script: Path, work: Path) -> dict[str, Any] | None:
         return _scalene(data, script.name)
     if tool == "torchleak":
         return {"verdict": data.get("verdict"), "findings": data.get("findings"),
-                "overhead": data.get("overhead")}
+                "overhead": data.get("overhead"), "live": data.get("live"),
+                "guard": data.get("guard")}
     return data
 
 

@@ -82,13 +82,23 @@ def signal_findings(data: RunData, judged: dict[str, Judged],
 BOUNDED_SHARE = 0.5  # holders that stop by themselves and grew this share of a signal explain it
 
 
+RETAINED_SHARE = 1 / 3  # ... a third when the growth is freed memory the allocator keeps
+
+
 def _explained_by_bounded(data: RunData, trend: Trend) -> bool:
-    growth = trend.slope * max(1.0, trend.last_step - trend.first_step)
-    return bounded_growth(data, trend.first_step) >= BOUNDED_SHARE * max(1.0, growth)
+    """A buffer filled and flushed again and again, or one bounded by construction,
+    explains the growth of the process; freed memory the C allocator keeps of such a
+    buffer's cycles can reach a few of its peaks before it is reused."""
+    growth = max(1.0, trend.slope * max(1.0, trend.last_step - trend.first_step))
+    bounded = bounded_growth(data, trend.first_step)
+    if bounded >= BOUNDED_SHARE * growth:
+        return True
+    retained = classify(data, trend.slope, trend.first_step, trend.last_step).kind
+    return retained == K.ALLOCATOR_RETENTION and bounded >= RETAINED_SHARE * growth
 
 
 def bounded_growth(data: RunData, since: float) -> float:
-    """Bytes gained since ``since`` by holders that stop by themselves: bounded by
+    """Bytes swung since ``since`` by holders that stop by themselves: bounded by
     construction (``deque(maxlen=…)``, ``lru_cache(maxsize=…)``) or emptied during the run
     (a list cleared at the end of its epoch). Growth of the process they explain is a
     bounded cost, not a leak."""
@@ -100,9 +110,11 @@ def bounded_growth(data: RunData, since: float) -> float:
         emptied = bool(lengths) and lengths[-1] < 0.5 * max(lengths)
         if not (bounded or emptied) or len(lengths) < 2:
             continue
-        start = next((b for s, b in zip(holder.steps, holder.bytes) if s >= since),
-                     holder.bytes[0])
-        total += max(0.0, max(holder.bytes) - start)
+        # Its swing since then: a buffer filled and flushed again and again leaves at most
+        # its peak in the allocator's heap, whenever the samples caught it.
+        window = [b for s, b in zip(holder.steps, holder.bytes) if s >= since] or [
+            holder.bytes[-1]]
+        total += max(0.0, max(window) - min(window))
     return total
 
 
