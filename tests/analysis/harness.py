@@ -172,3 +172,28 @@ def run_cli(folder: Path, source: str, *options: str, timeout: float = 120,
                           cwd=folder, capture_output=True, text=True, timeout=timeout, env=env)
     report = json.loads(out_json.read_text()) if out_json.exists() else None
     return proc, report
+
+
+def scenario_fixture(scenarios: dict[str, Callable[[], None]],
+                     cleanup: list[Callable[[], object]], script: str) -> Any:
+    """A ``scenario`` fixture (parametrized indirectly by name) that records each named
+    loop once per session; ``cleanup`` runs after the recording, its end-of-run walk
+    included, so what a loop leaves for that walk is still there."""
+    import pytest
+
+    recorded: dict[str, Recorded] = {}
+
+    @pytest.fixture
+    def scenario(request: pytest.FixtureRequest,
+                 tmp_path_factory: pytest.TempPathFactory) -> Recorded:
+        name = request.param
+        if name not in recorded:
+            try:
+                recorded[name] = record_loop(scenarios[name], tmp_path_factory.mktemp(name),
+                                             name, script)
+            finally:
+                while cleanup:
+                    cleanup.pop()()
+        return recorded[name]
+
+    return scenario

@@ -11,8 +11,7 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import (Recorded, assert_healthy, assert_leak, record_loop, run_cli,
-                     theil_sen)
+from harness import (Recorded, assert_healthy, assert_leak, run_cli, scenario_fixture, theil_sen)
 from loops import make_batches, make_model
 
 SCRIPT = __file__
@@ -135,21 +134,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "global_hook_removed": lambda: global_hooks(True),
     "registries_every_step": registries_every_step,
 }
-_recorded: dict[str, Recorded] = {}
-
-
-@pytest.fixture
-def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-             ) -> Recorded:
-    name = request.param
-    if name not in _recorded:
-        try:
-            _recorded[name] = record_loop(SCENARIOS[name], tmp_path_factory.mktemp(name), name,
-                                          SCRIPT)
-        finally:
-            while CLEANUP:
-                CLEANUP.pop()()
-    return _recorded[name]
+scenario = scenario_fixture(SCENARIOS, CLEANUP, SCRIPT)
 
 
 @pytest.mark.parametrize("scenario", ["thread_keeps_pending"], indirect=True)

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from harness import Recorded, assert_healthy, assert_leak, record_loop
+from harness import Recorded, assert_healthy, assert_leak, scenario_fixture
 from loops import make_batches, make_model
 
 SCRIPT = __file__
@@ -147,21 +147,7 @@ SCENARIOS: dict[str, Callable[[], None]] = {
     "rebound_buffer": rebound_buffer,
     "string_log": string_log,
 }
-_recorded: dict[str, Recorded] = {}
-
-
-@pytest.fixture
-def scenario(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-             ) -> Recorded:
-    name = request.param
-    if name not in _recorded:
-        try:
-            _recorded[name] = record_loop(SCENARIOS[name], tmp_path_factory.mktemp(name), name,
-                                          SCRIPT)
-        finally:
-            while CLEANUP:
-                CLEANUP.pop()()
-    return _recorded[name]
+scenario = scenario_fixture(SCENARIOS, CLEANUP, SCRIPT)
 
 
 @pytest.mark.parametrize("scenario", ["per_step_warnings"], indirect=True)

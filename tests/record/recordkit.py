@@ -176,3 +176,19 @@ def weight(value: float) -> Callable[[Job], Job]:
         return job
 
     return set_weight
+
+
+def memory_cgroup(name: str, limit: int) -> Path | None:
+    """A cgroup v1 memory group of ``limit`` bytes below this process's own, or None
+    where the controller cannot be written (the caller skips with a reason)."""
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        parts = line.split(":", 2)
+        if len(parts) == 3 and parts[1] == "memory":
+            folder = Path("/sys/fs/cgroup/memory") / parts[2].lstrip("/") / name
+            try:
+                folder.mkdir(exist_ok=True)
+                (folder / "memory.limit_in_bytes").write_text(str(limit))
+            except OSError:
+                return None
+            return folder
+    return None

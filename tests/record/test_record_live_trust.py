@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from recordkit import Recorded, RunPool, child_env, prefetch, record, run_python, write_script
+from recordkit import (Recorded, RunPool, child_env, memory_cgroup, prefetch, record,
+                       run_python, write_script)
 
 from torchleak.errors import EXIT_GUARD
 
@@ -218,26 +219,12 @@ def test_the_guard_stops_a_leak_on_a_training_thread_and_the_program_ends_with_7
     assert run.meta("status") == "stopped"
 
 
-def _memory_cgroup(name: str, limit: int) -> Path | None:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and parts[1] == "memory":
-            folder = Path("/sys/fs/cgroup/memory") / parts[2].lstrip("/") / name
-            try:
-                folder.mkdir(exist_ok=True)
-                (folder / "memory.limit_in_bytes").write_text(str(limit))
-            except OSError:
-                return None
-            return folder
-    return None
-
-
 def test_a_stable_working_set_under_a_cgroup_limit_completes_with_the_guard_on(
         tmp_path: Path) -> None:
     script = write_script(tmp_path, "stable.py", STABLE)
     plain = run_python([script.name], cwd=tmp_path)
     assert plain.returncode == 0, plain.stderr
-    cgroup = _memory_cgroup(f"torchleak-guard-{os.getpid()}", int(_peak(plain.stdout) * 1.25))
+    cgroup = memory_cgroup(f"torchleak-guard-{os.getpid()}", int(_peak(plain.stdout) * 1.25))
     if cgroup is None:
         pytest.skip("no writable cgroup v1 memory controller on this machine")
     enter = f"echo $$ > {cgroup}/cgroup.procs && exec \"$@\""

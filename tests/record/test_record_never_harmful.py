@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from recordkit import (Recorded, RunPool, child_env, prefetch, record, run_python,
+from recordkit import (Recorded, RunPool, memory_cgroup, child_env, prefetch, record, run_python,
                        run_torchleak, weight, without_our_lines, write_script)
 
 from torchleak.errors import EXIT_CANTCREAT, EXIT_USAGE
@@ -146,23 +146,9 @@ def test_a_deleted_local_is_freed_at_the_next_boundary(runs: RunPool) -> None:
     assert peak["torchleak"] <= peak["plain"] + 64, peak
 
 
-def _memory_cgroup(name: str, limit: int) -> Path | None:
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        parts = line.split(":", 2)
-        if len(parts) == 3 and parts[1] == "memory":
-            folder = Path("/sys/fs/cgroup/memory") / parts[2].lstrip("/") / name
-            try:
-                folder.mkdir(exist_ok=True)
-                (folder / "memory.limit_in_bytes").write_text(str(limit))
-            except OSError:
-                return None
-            return folder
-    return None
-
-
 def test_a_memory_limited_script_survives_under_torchleak_when_it_survives_plain(
         tmp_path: Path) -> None:
-    cgroup = _memory_cgroup(f"torchleak-test-{os.getpid()}", 600 * 1024 * 1024)
+    cgroup = memory_cgroup(f"torchleak-test-{os.getpid()}", 600 * 1024 * 1024)
     if cgroup is None:
         pytest.skip("no writable cgroup v1 memory controller on this machine")
     script = write_script(tmp_path, "deleted.py", DELETED_LOCAL)
