@@ -81,9 +81,14 @@ def adversarial_autocast(per_step: bool) -> None:
 
 # The profiler left recording for the whole run ------------------------------------------
 def profiler_left_on() -> None:
+    def more_ops(step: int, loss: torch.Tensor) -> None:
+        x = torch.ones(8)
+        for _ in range(200):  # a step of many small operators: events pile up
+            x = x * 1.0001
+
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU],
                                 record_shapes=True):
-        _train(lambda step, loss: None, steps=300)
+        _train(more_ops, steps=300)
 
 
 # A weak-valued mapping whose keys keep their values alive --------------------------------

@@ -47,9 +47,11 @@ def test_detection_scripts_flagged_at_a_named_site() -> None:
     hits, healthy_flagged, leaky = 0, [], 0
     for entry in manifest["scripts"]:
         flagged = _lines_flagged(DETECTION / "scripts" / entry["script"], select=["ALL"])
-        if entry["leaky"]:
+        if entry["leaky"] and entry.get("checker", True):  # not torch's own state
             leaky += 1
             hits += any(site in line for site in entry["sites"] for line in flagged)
+        elif entry["leaky"]:
+            continue
         elif flagged:
             healthy_flagged.append(entry["script"])
     assert healthy_flagged == []

@@ -77,9 +77,10 @@ def test_the_warning_comes_while_training_goes_on(runs: RunPool) -> None:
     assert "torchleak: leak detected at step" in err, err
     warning = err.split("torchleak: leak detected at step")[1]
     assert "global kept in leaky.py" in warning and "fix:" in warning and "OOM" in warning
-    # Printed before the script's step 200: the live steps say when it was printed.
+    # Called once warm-up cannot explain the growth: it kept its pace while the run doubled
+    # (never before step 160), and well before the end of the 600-step run.
     at = int(warning.split()[0].replace(",", ""))
-    assert at < 200, warning
+    assert 160 <= at < 300, warning
 
 
 @prefetch

@@ -145,6 +145,8 @@ class LiveDetector:
                                        "tier": self.tier(),
                                        "calls": [asdict(c) for c in self.calls],
                                        "suspects": len(self.suspected)})
+        if fired:
+            self._writer.flush()  # a call is on disk before it is said: a kill -9 keeps it
         self.latest = report
         if self._listener is not None:
             self._listener(report, fired)

@@ -140,7 +140,9 @@ class ObjectConstructedPerStep(Rule):
                 continue
             loop = a.index.innermost_step_loop(ctx)
             per = (loop is not None) if kind == "writer" else batch_level(a, ctx)
-            if per and self._invariant(a, call, ctx, loop):
+            # Under a guard (``if step in (60, 120)``, ``if epoch == 0``) it is built now
+            # and then, not every step.
+            if per and _unconditional(a, ctx) and self._invariant(a, call, ctx, loop):
                 yield Finding(call, f"`{name}(...)` builds a new {kind} object every "
                                     f"{'epoch' if kind == 'writer' else 'step'}; construct "
                                     f"it once before the loop and reuse it")
