@@ -15,6 +15,11 @@ from torchleak.check.rules.figures import FigureNotClosed
 from torchleak.check.rules.growth import ContainerGrowsEveryStep
 from torchleak.check.rules.hooks import HookRegisteredPerStep
 from torchleak.check.rules.lifetime import StepOutputsNotCleared, UnboundedHistory
+from torchleak.check.rules.switches import (
+    LoopInsideAutocast,
+    ProfilerWithoutSchedule,
+    WarningMessagePerStep,
+)
 from torchleak.check.rules.waste import (
     DefaultTensorTypeCuda,
     EmptyCachePerStep,
@@ -27,7 +32,8 @@ ALL_RULES: tuple[Rule, ...] = tuple(
         (
             TensorAccumulated(), GraphTensorStored(), StepOutputsNotCleared(),
             FigureNotClosed(), HookRegisteredPerStep(), AnomalyDetectionLeftOn(),
-            ContainerGrowsEveryStep(),
+            ContainerGrowsEveryStep(), LoopInsideAutocast(), ProfilerWithoutSchedule(),
+            WarningMessagePerStep(),
             RetainGraphWithCarriedState(), UnboundedHistory(), CacheKeepsObjectsAlive(),
             EvalWithoutNoGrad(), EmptyCachePerStep(), ObjectConstructedPerStep(),
             DefaultTensorTypeCuda(), RetainGraphInLoop(), DatasetPythonContainers(),
