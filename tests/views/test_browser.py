@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from torchleak.cli import main
-from torchleak.analysis.runs import run_report
+from torchleak.analysis.job import run_report
 from torchleak.trace.catalog import run_folder
 
 pytestmark = pytest.mark.browser

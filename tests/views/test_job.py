@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from torchleak.analysis.job import compress_ranks
+from torchleak.analysis.runs import compress_ranks
 from torchleak.cli import main
 
 from .synthetic import make_trace
@@ -49,7 +49,7 @@ def test_many_leaking_ranks_share_one_finding_and_a_bounded_table(
 
 
 def test_the_end_of_run_summary_names_a_few_leaking_ranks(many_leak: Path) -> None:
-    from torchleak.analysis.runs import run_report
+    from torchleak.analysis.job import run_report
     from torchleak.trace.catalog import run_folder
     from torchleak.views.summary import format_summary
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from torchleak.analysis.runs import run_report
+from torchleak.analysis.job import run_report
 from torchleak.cli import main
 from torchleak.trace.catalog import run_folder
 from torchleak.trace.writer import TraceWriter

@@ -15,6 +15,8 @@ from statistics import median
 from typing import Any
 
 from torchleak.analysis.rank_digest import RankDigest, digest_rank, digest_ranks
+from torchleak.analysis.runs import compress_ranks, trace_report
+from torchleak.errors import BadInput
 from torchleak.report import Finding, Report, Signal
 from torchleak.trace import digest as trace_digest
 from torchleak.trace.catalog import RunFolder
@@ -24,7 +26,6 @@ from torchleak.units import format_bytes
 FINDINGS = 6  # distinct findings of the leaking ranks carried in full (the worst first)
 CHARTED_RANKS = 4  # leaking ranks drawn beside rank 0 on the "main USS per rank" chart
 NAMED_IN_REASON = 4
-RANKS_TEXT = 120  # characters of a compressed rank list before it is cut
 
 
 def job_report(run: RunFolder, workers: int | None = None,
@@ -97,7 +98,6 @@ def _common_status(digests: list[RankDigest]) -> str:
 def _main_report(trace: Path, first: RankDigest) -> Report:
     """Rank 0's report: stored, analysed (once: its digest kept the analysis), or its live
     judgement as is."""
-    from torchleak.analysis.runs import trace_report
     from torchleak.analysis.verdict import run_info
 
     if first.report is not None:
@@ -183,30 +183,6 @@ def ranks_sentence(job: dict[str, Any], lines: list[dict[str, Any]]) -> str:
     return "; ".join(parts)
 
 
-def compress_ranks(ranks: list[int], limit: int = RANKS_TEXT) -> str:
-    """[0, 2, 3, 4, 7] -> '0, 2-4, 7'; cut past ``limit`` characters with the count left."""
-    spans: list[str] = []
-    ordered = sorted(set(ranks))
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        spans.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    text = ", ".join(spans)
-    if len(text) <= limit:
-        return text
-    cut = text[:limit].rsplit(", ", 1)[0]
-    shown = sum(_span_size(s) for s in cut.split(", "))
-    return f"{cut}, ... ({len(ordered) - shown} more)"
-
-
-def _span_size(span: str) -> int:
-    low, _, high = span.partition("-")
-    return int(high) - int(low) + 1 if high else 1
-
-
 def _rank(d: RankDigest) -> int:
     return d.rank if d.rank is not None else -1
 
@@ -250,3 +226,25 @@ def _rank_signal(d: RankDigest) -> Signal | None:
                   label=f"rank {d.rank} ({'leaks' if d.leaks else 'flat'})",
                   chart="ranks", chart_title="main USS per rank", primary=d.leaks, steps=steps,
                   values=values)
+
+
+def run_report(run: RunFolder, rank: int | None = None) -> Report:
+    """One rank: its report. Several: the job's (``analysis.job``); ``rank``: that rank's
+    full report."""
+    if rank is not None:
+        return trace_report(rank_trace(run, rank))
+    if len(run.traces) == 1:
+        return trace_report(run.traces[0])
+    return job_report(run)
+
+
+def rank_trace(run: RunFolder, rank: int) -> Path:
+    """The trace of one rank of a job; a clear error naming the ranks there are."""
+    for trace in run.traces:
+        if run.rank_of(trace) == rank:
+            return trace
+    if run.ranks == 1 and rank == 0:
+        return run.traces[0]
+    have = compress_ranks([r for r in map(run.rank_of, run.traces) if r is not None])
+    raise BadInput(f"{run.path} has no rank {rank} (its ranks: {have or 'one trace, no ranks'})"
+                   ": pass one of those to --rank")

@@ -3,7 +3,8 @@
 A finished run's own report (written at its end) is used as it is; a running, killed or
 unanalysed run is analysed now from its trace, so ``report`` after a ``kill -9`` gives
 the same holder and fix a clean end would have. A run of several ranks (a job) is
-summarised by ``analysis.job``, which uses each killed rank's stored live judgement.
+summarised by ``analysis.job`` (``run_report``), which uses each killed rank's stored live
+judgement.
 """
 
 from __future__ import annotations
@@ -55,32 +56,6 @@ def _empty_message(folder: Path, status: RunStatus) -> str:
     return (f"run {folder} ({status.value}) recorded no training steps: torchleak counts a "
             "step at each optimizer.step(), else at each forward call of the outermost model; "
             "did the script reach its loop?")
-
-
-def run_report(run: RunFolder, rank: int | None = None) -> Report:
-    """One rank: its report. Several: the job's (``analysis.job``); ``rank``: that rank's
-    full report."""
-    if rank is not None:
-        return trace_report(rank_trace(run, rank))
-    if len(run.traces) == 1:
-        return trace_report(run.traces[0])
-    from torchleak.analysis.job import job_report
-
-    return job_report(run)
-
-
-def rank_trace(run: RunFolder, rank: int) -> Path:
-    """The trace of one rank of a job; a clear error naming the ranks there are."""
-    for trace in run.traces:
-        if run.rank_of(trace) == rank:
-            return trace
-    if run.ranks == 1 and rank == 0:
-        return run.traces[0]
-    from torchleak.analysis.job import compress_ranks
-
-    have = compress_ranks([r for r in map(run.rank_of, run.traces) if r is not None])
-    raise BadInput(f"{run.path} has no rank {rank} (its ranks: {have or 'one trace, no ranks'})"
-                   ": pass one of those to --rank")
 
 
 @dataclass
@@ -150,7 +125,6 @@ def _summarize(run: RunFolder) -> RunSummary:
 def _job_line(run: RunFolder) -> dict[str, Any]:
     """A job in one line of ``ls``: its ranks by status, the leaking ones, their findings.
     Stored and live judgements only: listing never analyses a rank."""
-    from torchleak.analysis.job import compress_ranks
     from torchleak.analysis.rank_digest import digest_ranks
 
     digests = digest_ranks(run, analyse=False, scan=False)
@@ -192,3 +166,30 @@ def _mtime(path: Path) -> float | None:
         return path.stat().st_mtime
     except OSError:
         return None
+
+
+RANKS_TEXT = 120  # characters of a compressed rank list before it is cut
+
+
+def compress_ranks(ranks: list[int], limit: int = RANKS_TEXT) -> str:
+    """[0, 2, 3, 4, 7] -> '0, 2-4, 7'; cut past ``limit`` characters with the count left."""
+    spans: list[str] = []
+    ordered = sorted(set(ranks))
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        spans.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    text = ", ".join(spans)
+    if len(text) <= limit:
+        return text
+    cut = text[:limit].rsplit(", ", 1)[0]
+    shown = sum(_span_size(s) for s in cut.split(", "))
+    return f"{cut}, ... ({len(ordered) - shown} more)"
+
+
+def _span_size(span: str) -> int:
+    low, _, high = span.partition("-")
+    return int(high) - int(low) + 1 if high else 1

@@ -37,7 +37,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from torchleak.analysis.diff import Thresholds, diff_reports
-    from torchleak.analysis.runs import run_report
+    from torchleak.analysis.job import run_report
     from torchleak.trace.catalog import resolve_run
     from torchleak.views.diff import diff_json, diff_text
 

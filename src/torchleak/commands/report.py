@@ -29,7 +29,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
-    from torchleak.analysis.runs import run_report
+    from torchleak.analysis.job import run_report
     from torchleak.commands.crossref import annotate
     from torchleak.trace.catalog import resolve_run
     from torchleak.views import get_renderer
@@ -57,7 +57,7 @@ def execute(args: argparse.Namespace) -> int:
 
 
 def _tensorboard(args: argparse.Namespace) -> int:
-    from torchleak.analysis.runs import run_report
+    from torchleak.analysis.job import run_report
     from torchleak.errors import UsageError
     from torchleak.trace.catalog import resolve_run
     from torchleak.views.tensorboard import write_tensorboard

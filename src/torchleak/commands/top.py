@@ -30,7 +30,7 @@ def execute(args: argparse.Namespace) -> int:
     from rich.live import Live
 
     from torchleak.analysis.follow import Follower, JobFollower
-    from torchleak.analysis.runs import rank_trace
+    from torchleak.analysis.job import rank_trace
     from torchleak.errors import UsageError
     from torchleak.trace.catalog import resolve_run
     from torchleak.views.top_frame import frame_text, render_frame

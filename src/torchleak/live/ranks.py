@@ -16,7 +16,7 @@ from pathlib import Path
 
 from torchleak.analysis.job import job_report
 from torchleak.analysis.rank_digest import RankDigest, digest_rank
-from torchleak.analysis.runs import run_report
+from torchleak.analysis.job import run_report
 from torchleak.report import Report
 from torchleak.trace.catalog import run_folder
 from torchleak.trace.reader import writer_alive

@@ -91,7 +91,7 @@ def job_lines(report: Report) -> list[str]:
                 for k in ("min", "median", "max")))
     hidden = report.ranks[MAX_RANK_ROWS:]
     if hidden:
-        from torchleak.analysis.job import compress_ranks
+        from torchleak.analysis.runs import compress_ranks
 
         lines.append(f"{len(hidden):,} more leaking ranks: "
                      f"{compress_ranks([line['rank'] for line in hidden])}")
