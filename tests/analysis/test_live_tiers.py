@@ -31,10 +31,18 @@ def _call(data: RunData, steps: list[int], values: list[float], per_epoch: bool 
 def test_a_per_step_leak_with_no_epochs_is_called_once_the_run_doubled() -> None:
     steps = list(range(1, 400))
     values = [float(s) for s in steps]
-    first = 2 * MIN_DOUBLING_STEPS
+    first = 3 + 2 * MIN_DOUBLING_STEPS  # the growth began at step 3
     assert _call(_data(first - 1), steps, values) is None  # suspected only
     why = _call(_data(first), steps, values)
     assert why is not None and "doubled" in why
+
+
+def test_a_leak_that_starts_late_is_called_once_its_own_span_doubled() -> None:
+    steps = list(range(1, 800))
+    values = [float(max(0, s - 400)) for s in steps]
+    first = 400 + 2 * MIN_DOUBLING_STEPS
+    assert _call(_data(first - 1), steps, values, onset=400.0) is None
+    assert _call(_data(first), steps, values, onset=400.0) is not None
 
 
 def test_a_buffer_flushed_every_150_steps_is_never_called() -> None:

@@ -9,11 +9,12 @@ live is therefore only *suspected* until its growth shows one of:
   DataLoader iterated again) and the growth went on past the first boundary after it
   began, without being emptied there, for at least ``AFTER_EPOCH_SHARE`` of an epoch
   and ``MIN_AFTER_EPOCH`` steps, at ``KEEP_PACE`` of its earlier pace;
-- **the run doubled**: with no epoch boundary after the growth began, the last half of
-  the run (``now / 2`` to ``now``, where ``now`` is at least ``MIN_DOUBLING_STEPS``, or
-  ``MIN_DOUBLING_STEPS_IN_EPOCH`` while a DataLoader's first epoch is still running)
-  rose at ``KEEP_PACE`` of the pace before it, in ``MIN_RISES`` separate rises and in
-  both of its quarters (a model grown in a few stages rises once or twice).
+- **its span doubled**: with no epoch boundary after the growth began at ``onset``, the
+  growth has gone on for at least twice ``MIN_DOUBLING_STEPS`` (twice
+  ``MIN_DOUBLING_STEPS_IN_EPOCH`` while a DataLoader's first epoch is still running), and
+  the later half of that span rose at ``KEEP_PACE`` of the pace before it, in
+  ``MIN_RISES`` separate rises and in both of its halves (a model grown in a few stages
+  rises once or twice).
 
 Growth of the process that no holder names is not called while holders bounded by
 construction (``deque(maxlen=…)``, ``lru_cache(maxsize=…)``) grow with it: they stop at
@@ -36,7 +37,7 @@ KEEP_PACE_EXACT = 0.75  # ... for exact counts, which carry no noise, also in it
 MIN_RISES = 3
 MIN_AFTER_EPOCH = 4  # steps of growth past the epoch boundary, at least
 AFTER_EPOCH_SHARE = 0.5  # ... and this share of an epoch
-MIN_DOUBLING_STEPS = 80  # no call before step 160: a buffer flushed every 150 steps is not called
+MIN_DOUBLING_STEPS = 80  # 160 steps of growth at least: a buffer flushed every 150 is not called
 MIN_DOUBLING_STEPS_IN_EPOCH = 1000  # a DataLoader's first epoch may end with a .clear()
 
 
@@ -59,7 +60,7 @@ def confirmation(data: RunData, finding: Finding, steps: Sequence[float],
             return f"the workers kept it past the epoch end at step {boundary}"
         return _past_epoch(data, pts, onset, float(boundary), now, exact, finding.per_epoch)
     floor = MIN_DOUBLING_STEPS_IN_EPOCH if data.loader_started() else MIN_DOUBLING_STEPS
-    if now < 2 * max(onset, floor):
+    if now - onset < 2 * floor:
         return None
     if workers:
         return f"the workers kept it from step {onset:.0f} to {now:.0f}"
@@ -87,13 +88,14 @@ def _past_epoch(data: RunData, pts: list[tuple[float, float]], onset: float, end
 
 def _doubled(pts: list[tuple[float, float]], onset: float, now: float,
              exact: bool) -> str | None:
-    half = now / 2
+    half = onset + (now - onset) / 2
     recent = [v for s, v in pts if s > half]
     if min(recent, default=0.0) < 0.5 * _value_at(pts, half):
         return None  # emptied in the last half
     if not _kept_pace(pts, onset, half, now, exact):
         return None
-    return f"kept its pace from step {half:.0f} to {now:.0f} (the run doubled since it began)"
+    return (f"kept its pace from step {half:.0f} to {now:.0f} (its span doubled since it "
+            "was first seen)")
 
 
 def _kept_pace(pts: list[tuple[float, float]], onset: float, split: float, now: float,

@@ -35,8 +35,8 @@ EARLY_STEPS = (16, 32, 64, 128, 256, 512)
 # Passes also come each time the run grows by STEP_GROWTH, by RECHECK_GROWTH while a
 # finding is suspected (at least RECHECK_MIN_STEPS steps): a call waits for an epoch end
 # or a doubling of the run, and a fast loop makes thousands of steps between timed passes.
-STEP_GROWTH = 1.5
-RECHECK_GROWTH = 1.2
+STEP_GROWTH = 1.25
+RECHECK_GROWTH = 1.1
 RECHECK_MIN_STEPS = 8
 
 Listener = Callable[[Report, list[Finding]], None]  # (live report, newly fired findings)
