@@ -28,7 +28,7 @@ from torchleak.vocab import Verdict
 
 MIN_INTERVAL = 2.0
 SHARE = 0.003
-TICK = 0.1  # how often the detector looks at the step count (a few microseconds each)
+TICK = 0.05  # how often the detector looks at the step count (a few microseconds each)
 # Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
 # warned about while it is still early, not two seconds (thousands of steps) later.
 EARLY_STEPS = (16, 32, 64, 128, 256, 512)
