@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchleak.analysis.series import RunData
-from torchleak.analysis.signals import BOUNDED_SHARE, bounded_growth
+from torchleak.analysis.signals import explained_by_bounded
 from torchleak.analysis.trend import judge
 from torchleak.report import Finding
 from torchleak.vocab import FindingKind
@@ -50,8 +50,8 @@ def confirmation(data: RunData, finding: Finding, steps: Sequence[float],
     pts = [(s, v) for s, v in zip(steps, values) if s <= now]
     if len(pts) < 2:
         return None
-    if not finding.holder_path and bounded_growth(data, onset) >= BOUNDED_SHARE * max(
-            1.0, _rise(pts, onset, now)):
+    if not finding.holder_path and explained_by_bounded(
+            data, _rise(pts, onset, now) / max(1.0, now - onset), onset, now):
         return None
     workers = finding.kind == FindingKind.WORKER_MEMORY
     boundary = next((e for e in data.epoch_ends() if e > onset), None)

@@ -74,7 +74,8 @@ def signal_findings(data: RunData, judged: dict[str, Judged],
         elif name in MIN_CENSUS_GROWTH:
             if not named:
                 found.append(_census_finding(name, j.trend))
-        elif name not in named_signals and not _explained_by_bounded(data, j.trend):
+        elif name not in named_signals and not explained_by_bounded(
+                data, j.trend.slope, j.trend.first_step, j.trend.last_step):
             found.append(unnamed_finding(data, name, j))
     return found
 
@@ -85,15 +86,16 @@ BOUNDED_SHARE = 0.5  # holders that stop by themselves and grew this share of a 
 RETAINED_SHARE = 1 / 3  # ... a third when the growth is freed memory the allocator keeps
 
 
-def _explained_by_bounded(data: RunData, trend: Trend) -> bool:
+def explained_by_bounded(data: RunData, slope: float, first_step: float,
+                         last_step: float) -> bool:
     """A buffer filled and flushed again and again, or one bounded by construction,
     explains the growth of the process; freed memory the C allocator keeps of such a
     buffer's cycles can reach a few of its peaks before it is reused."""
-    growth = max(1.0, trend.slope * max(1.0, trend.last_step - trend.first_step))
-    bounded = bounded_growth(data, trend.first_step)
+    growth = max(1.0, slope * max(1.0, last_step - first_step))
+    bounded = bounded_growth(data, first_step)
     if bounded >= BOUNDED_SHARE * growth:
         return True
-    retained = classify(data, trend.slope, trend.first_step, trend.last_step).kind
+    retained = classify(data, slope, first_step, last_step).kind
     return retained == K.ALLOCATOR_RETENTION and bounded >= RETAINED_SHARE * growth
 
 
@@ -107,7 +109,7 @@ def bounded_growth(data: RunData, since: float) -> float:
         lengths = list(holder.length)
         bounded = holder.detail.get("maxlen") is not None or (
             holder.kind == "cache" and holder.detail.get("maxsize") is not None)
-        emptied = bool(lengths) and lengths[-1] < 0.5 * max(lengths)
+        emptied = _emptied(lengths)
         if not (bounded or emptied) or len(lengths) < 2:
             continue
         # Its swing since then: a buffer filled and flushed again and again leaves at most
@@ -208,6 +210,21 @@ def _native_handles(data: RunData) -> list[str]:
 
 COPY_SHARE = 0.2  # workers copied this share of what they can copy: not noise
 KEPT_SHARE = 0.95  # and still hold this share of their highest level at the end
+
+
+def _emptied(lengths: list[float]) -> bool:
+    """Dropped below half of what it held, and never grew much past that since: a buffer
+    flushed again and again (the samples may catch it full at the end), not a list
+    cleared once and then kept for good."""
+    top, drop = 0.0, None
+    for i, length in enumerate(lengths):
+        if length < 0.5 * top:
+            drop = i
+        top = max(top, length)
+    if drop is None:
+        return False
+    before = max(lengths[:drop])
+    return max(lengths[drop:]) <= 1.5 * before
 
 
 def copy_on_read(data: RunData, series: Series) -> Trend | None:
