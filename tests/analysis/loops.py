@@ -6,6 +6,8 @@ scenarios stay fast; the leaks themselves live in the test files (the "user's sc
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -58,3 +60,19 @@ def train_keeping_logits(steps: int, classes: int, keep: bool = True) -> None:
         opt.step()
         if keep:
             epoch_logits.append(logits.detach())
+
+
+def train_with_hook(on_step: Callable[[int, torch.Tensor], None], steps: int = 240) -> None:
+    """A small SGD loop that calls ``on_step(step, loss)`` after each optimizer step."""
+    import torch.nn.functional as F
+
+    model = make_model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    batches = make_batches()
+    for step in range(steps):
+        x, y = batches[step % len(batches)]
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        on_step(step, loss)

@@ -10,25 +10,15 @@ from collections.abc import Callable
 
 import pytest
 import torch
-import torch.nn.functional as F
 from harness import (Recorded, assert_healthy, assert_leak, run_cli, scenario_fixture, theil_sen)
-from loops import make_batches, make_model
+from loops import train_with_hook
 
 SCRIPT = __file__
 STEPS = 240
 
 
 def _train(on_step: Callable[[int, torch.Tensor], None], steps: int = STEPS) -> None:
-    model = make_model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    batches = make_batches()
-    for step in range(steps):
-        x, y = batches[step % len(batches)]
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        on_step(step, loss)
+    train_with_hook(on_step, steps)
 
 
 # 1. A metrics flusher thread whose own frame keeps what it receives ----------------------

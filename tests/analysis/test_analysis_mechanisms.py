@@ -15,23 +15,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 from harness import Recorded, assert_healthy, assert_leak, scenario_fixture
-from loops import make_batches, make_model
+from loops import train_with_hook
 
 SCRIPT = __file__
 STEPS = 240
 
 
 def _train(on_step: Callable[[int, torch.Tensor], None], steps: int = STEPS) -> None:
-    model = make_model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    batches = make_batches()
-    for step in range(steps):
-        x, y = batches[step % len(batches)]
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-        on_step(step, loss)
+    train_with_hook(on_step, steps)
 
 
 # A warning whose message carries per-step numbers: one registry entry each -------------
