@@ -210,7 +210,11 @@ def test_bad_requests_are_answered_and_the_session_goes_on(served: Any) -> None:
         except (BrokenPipeError, ConnectionResetError):
             pass
         assert "longer than" in json.loads(reader.readline())["error"]
-        assert reader.readline() == b""
+        try:  # the hang-up: an end of file, or a reset when our unread bytes were dropped
+            rest = reader.readline()
+        except ConnectionResetError:
+            rest = b""
+        assert rest == b""
 
 
 def test_a_cuda_allocator_snapshot_is_written_when_the_program_uses_cuda(
