@@ -50,8 +50,9 @@ def _ends_normally(live: LiveRun) -> str:
     live.wait_for_step(steps + 5)  # still training after the attack
     code, out, err = live.finish(timeout=120)
     assert code == 0, err
-    # The training reached its end (threads an eval started may print after it).
-    assert any(line.startswith("finished ") for line in out.splitlines()), out
+    # The training reached its end. Threads an eval started may print after it, or in the
+    # middle of its line: Python's print from two threads interleaves without torchleak too.
+    assert "finished " in out, out
     assert "Traceback" not in err, err
     return out
 
