@@ -84,8 +84,8 @@ def metrics(holder: HolderSeries, values: dict[str, list[float]]) -> list[Metric
 def holder_findings(data: RunData, replay: bool = True) -> list[HolderFinding]:
     found = []
     for holder in data.holders.values():
-        if _bounded(holder) or len(holder.steps) < 3 or holder.kind in ("dataloader", "native",
-                                                                        "switch"):
+        if bounded_by_construction(holder) or len(holder.steps) < 3 or holder.kind in (
+                "dataloader", "native", "switch"):
             continue
         steps, values = _with_empty_start(holder, data.full_walks)
         for metric in metrics(holder, values):
@@ -112,7 +112,8 @@ def _with_empty_start(holder: HolderSeries, walks: list[int]) -> tuple[list[floa
     return steps, values
 
 
-def _bounded(holder: HolderSeries) -> bool:
+def bounded_by_construction(holder: HolderSeries) -> bool:
+    """``deque(maxlen=…)`` or ``lru_cache(maxsize=…)``: it stops at its bound."""
     if holder.detail.get("maxlen") is not None:
         return True  # deque(maxlen=...) cannot grow past its bound
     return holder.kind == "cache" and holder.detail.get("maxsize") is not None

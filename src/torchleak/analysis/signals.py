@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from torchleak.analysis.advice import WORKER_STATE_ADVICE, advice_for
 from torchleak.analysis.causes import classify
+from torchleak.analysis.holders import bounded_by_construction
 from torchleak.analysis.series import RunData, Series
 from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, MEDIUM_BYTES_PER_STEP, MIB, warmup_steps
 from torchleak.analysis.trend import Trend, judge
@@ -107,10 +108,7 @@ def bounded_growth(data: RunData, since: float) -> float:
     total = 0.0
     for holder in data.holders.values():
         lengths = list(holder.length)
-        bounded = holder.detail.get("maxlen") is not None or (
-            holder.kind == "cache" and holder.detail.get("maxsize") is not None)
-        emptied = _emptied(lengths)
-        if not (bounded or emptied) or len(lengths) < 2:
+        if not (bounded_by_construction(holder) or _emptied(lengths)) or len(lengths) < 2:
             continue
         # Its swing since then: a buffer filled and flushed again and again leaves at most
         # its peak in the allocator's heap, whenever the samples caught it.
