@@ -8,10 +8,12 @@ two at a time (2 cores), when the first test asks for one; the tests read the re
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -73,7 +75,7 @@ os.replace(os.path.join(folder, ".launch-exit.tmp"), os.path.join(folder, ".laun
 TIMEOUT = 600  # a generous bound: a run that never ends fails its tests, it does not hang
 
 
-def _launch(folder: Path, argv: list[str], live: list[int]) -> Run:
+def _launch(folder: Path, argv: list[str], live: list[int], stop: threading.Event) -> Run:
     import time
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -84,8 +86,9 @@ def _launch(folder: Path, argv: list[str], live: list[int]) -> Run:
     done = folder / ".launch-exit"
     deadline = time.monotonic() + TIMEOUT
     try:
-        while not done.exists() and time.monotonic() < deadline:
-            time.sleep(0.2)  # polls for the end: the event itself, not a duration
+        # Polls for the end (the event itself, not a duration) until the pool shuts down.
+        while not done.exists() and time.monotonic() < deadline and not stop.wait(0.2):
+            pass
     finally:
         live.remove(session)
         if not done.exists():
@@ -147,12 +150,13 @@ class RunPool:
         self._executor = ThreadPoolExecutor(PARALLEL)
         self._futures: dict[str, Future[Run]] = {}
         self._live: list[int] = []  # the detached runs' sessions
+        self._stop = threading.Event()  # set at shutdown: no thread waits on a killed run
 
     def start_all(self) -> None:
         for name, (modules, argv) in RUNS.items():
             if installed(*modules):
                 self._futures[name] = self._executor.submit(_launch, self.base / name, argv,
-                                                            self._live)
+                                                            self._live, self._stop)
 
     def get(self, name: str) -> Run:
         modules = RUNS[name][0]
@@ -162,14 +166,24 @@ class RunPool:
 
     def shutdown(self) -> None:
         """Runs no test asked for (a subset of the tests was selected) are not waited for."""
+        self._stop.set()
         self._executor.shutdown(wait=False, cancel_futures=True)
         for session in list(self._live):
             _kill(session)
 
 
+def _reads_runs(item: pytest.Item) -> bool:
+    function = getattr(item, "function", None)
+    return function is not None and "framework_runs" in inspect.signature(function).parameters
+
+
 @pytest.fixture(scope="session", autouse=True)
-def framework_runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPool]:
+def framework_runs(request: pytest.FixtureRequest,
+                   tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunPool]:
+    """Autouse, so the runs go on beside this folder's other tests; started only when a
+    selected test reads one."""
     pool = RunPool(tmp_path_factory.mktemp("integrations"))
-    pool.start_all()
+    if any(_reads_runs(item) for item in request.session.items):
+        pool.start_all()
     yield pool
     pool.shutdown()
