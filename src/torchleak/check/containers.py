@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 
 from torchleak.check.astutil import dotted, keyword, root_name, target_key, walk_local
+from torchleak.check.attr_growth import growth
 from torchleak.check.context import Ctx, Loop
 from torchleak.check.rules.base import Analysis
 from torchleak.check.roles import in_evaluation, runs_per_step
@@ -160,7 +161,6 @@ def _value_kind(a: Analysis, cls: ast.ClassDef, value: ast.AST, method: str) -> 
 def _wrapper_kind(a: Analysis, wrapper: ast.ClassDef, method: str) -> Kind:
     """A user class: bounded when the method it grows through appends to a bounded
     container or the class trims what it grows."""
-    from torchleak.check.rules.lifetime import growth
 
     func = next((f for f in wrapper.body if isinstance(f, ast.FunctionDef)
                  and f.name == method), None)

@@ -202,7 +202,6 @@ class _Finder:
 
     def _site(self, node: ast.AST, container: ast.AST, kind: str, value: ast.AST | None,
               ctx: Ctx, key_expr: ast.AST | None = None) -> Site | None:
-        a = self.a
         key = target_key(container)
         root = root_name(container)
         if not key or not root:

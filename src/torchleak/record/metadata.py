@@ -6,7 +6,6 @@ import os
 import platform
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 import psutil

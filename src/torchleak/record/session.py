@@ -462,6 +462,9 @@ class Recorder:
             self.phase = "train"
         self._add_rows("marks", [(self.step, time.time(), name, value)])
 
+    def set_meta(self, key: str, value: Any) -> None:
+        self.writer.set_meta(key, value)
+
     def event(self, kind: str, source: str, message: str) -> None:
         self._add_rows("events", [(time.time(), self.step, kind, source, message)])
 

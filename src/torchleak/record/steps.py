@@ -30,10 +30,23 @@ import warnings
 import weakref
 from collections.abc import Callable
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from torchleak.record.session import Recorder
+
+class BoundaryTarget(Protocol):
+    """What the step sources need of the recorder they drive."""
+
+    @property
+    def step(self) -> int: ...
+
+    @property
+    def in_child(self) -> bool: ...
+
+    def boundary(self, frame: FrameType | None) -> None: ...
+
+    def event(self, kind: str, source: str, message: str) -> None: ...
+
+    def set_meta(self, key: str, value: Any) -> None: ...
 
 
 class StepClock:
@@ -264,7 +277,7 @@ class StepSources:
     win for good (the forward hooks and the time sampler go away); forward calls count
     only while neither was seen; time samples only while nothing else was."""
 
-    def __init__(self, recorder: Recorder) -> None:
+    def __init__(self, recorder: BoundaryTarget) -> None:
         self._recorder = recorder
         self.current: str | None = None
         self._forward: ForwardSteps | None = None
@@ -292,7 +305,7 @@ class StepSources:
         if source != "time" and self._time is not None:
             self._time.stop()
         recorder = self._recorder
-        recorder.writer.set_meta("step_definition", STEP_DEFINITIONS[source])
+        recorder.set_meta("step_definition", STEP_DEFINITIONS[source])
         if previous is not None:
             recorder.event("step_source", source, f"steps counted by {source} from step "
                            f"{recorder.step + 1} (before: {previous})")

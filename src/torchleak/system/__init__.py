@@ -20,7 +20,7 @@ from typing import Any
 _EXPORTS = {
     "CleanupResult": "cleanup", "cleanup": "cleanup",
     "MemoryLimit": "limits", "memory_limit": "limits", "parse_size": "limits",
-    "SafeChange": "safe", "apply_safe": "safe", "plan_safe": "safe",
+    "SafeChange": "safe_change", "apply_safe": "safe", "plan_safe": "safe",
     "SlackState": "trim", "trim_if_slack": "trim",
 }
 __all__ = sorted(_EXPORTS)

@@ -25,7 +25,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import MutableMapping
-from dataclasses import dataclass
 from typing import TextIO
 
 from torchleak.errors import UsageError
@@ -36,6 +35,7 @@ from torchleak.system.allocator import (
     detect_allocator,
     mallopt,
 )
+from torchleak.system.safe_change import SafeChange
 from torchleak.system.trim import DEFAULT_GROW_BYTES, SlackState, SlackTrimmer
 
 MODES = ("default", "workers", "mmap")
@@ -45,27 +45,6 @@ TRIM_THRESHOLD = 1 << 20
 EXPANDABLE = "expandable_segments:True"
 ALLOC_CONF_VARS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 TRIM_SETTING = "malloc_trim(0)"
-PREFIX = "torchleak --safe:"
-
-
-@dataclass(frozen=True)
-class SafeChange:
-    """One setting ``--safe`` changes (or finds already set by the user and keeps)."""
-
-    setting: str
-    value: str
-    was: str | None  # the value before, None when it was unset
-    why: str = ""
-    kept: bool = False  # the user's own setting: nothing was changed
-
-    def to_dict(self) -> dict[str, str | None]:
-        return {"setting": self.setting, "value": self.value, "was": self.was}
-
-    def line(self) -> str:
-        if self.kept:
-            return f"{PREFIX} {self.setting}={self.value} kept (set by you)"
-        was = "unset" if self.was is None else self.was
-        return f"{PREFIX} {self.setting}={self.value} (was {was}): {self.why}"
 
 
 def parse_mode(mode: str) -> set[str]:

@@ -22,7 +22,7 @@ from typing import Any
 from torchleak.system.limits import cgroup_memory, machine_memory, memory_limit
 from torchleak.units import format_bytes
 from torchleak.system.procmem import memory_now
-from torchleak.system.safe import SafeChange
+from torchleak.system.safe_change import SafeChange
 
 MIN_WORKER_BYTES = 512 << 20
 # A batch's size is not known before it exists; budget /dev/shm for batches this big.

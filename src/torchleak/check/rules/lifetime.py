@@ -4,115 +4,20 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 
-from torchleak.check.astutil import dotted, is_const, last_name, tokens
+from torchleak.check.astutil import dotted, is_const, tokens
+from torchleak.check.attr_growth import GROW, Growth, attr_of, fragment_self, growth
 from torchleak.check.containers import attr_kind
 from torchleak.check.context import Ctx
 from torchleak.check.roles import runs_per_step
 from torchleak.check.rules.base import Analysis, Finding, Rule
 from torchleak.check.steps import is_step_function
 
-_GROW = {"append", "extend", "insert", "appendleft"}
-_SHRINK = {"clear", "pop", "popleft", "popitem", "remove"}
 _HOOK_FOR = {"training": "on_train_epoch_end", "train": "on_train_epoch_end",
              "validation": "on_validation_epoch_end", "val": "on_validation_epoch_end",
              "test": "on_test_epoch_end", "predict": "on_predict_epoch_end"}
 _STOP_FLAGS = {"should_stop", "should_training_stop"}
 _HISTORY_WORDS = {"history", "hist", "records", "log", "logs", "trace", "buffer"}
-
-
-@dataclass
-class Growth:
-    """Where each attribute name grows and whether anything ever bounds it."""
-
-    appends: dict[str, list[tuple[ast.Call, Ctx]]] = field(default_factory=dict)
-    # (id of the class, attr) for ``self.attr`` inside a class; (0, attr) when the
-    # receiver is not ``self`` (an outside caller may clear any instance's list).
-    bounded: set[tuple[int, str]] = field(default_factory=set)
-
-    def is_bounded(self, attr: str, ctx: Ctx) -> bool:
-        return (0, attr) in self.bounded or (id(ctx.cls), attr) in self.bounded
-
-    def appends_in(self, func: ast.AST) -> list[tuple[ast.Call, Ctx]]:
-        return [(call, ctx) for sites in self.appends.values() for call, ctx in sites
-                if ctx.func is func]
-
-
-def growth(a: Analysis) -> Growth:
-    cached = getattr(a, "_growth", None)
-    if cached is not None:
-        return cached
-    g = Growth()
-    compared = _compared_lengths(a)
-    for call, ctx in a.index.calls:
-        func = call.func
-        if isinstance(func, ast.Attribute):
-            attr = _attr_of(func.value)
-            if attr and func.attr in _GROW:
-                g.appends.setdefault(attr, []).append((call, ctx))
-            elif attr and func.attr in _SHRINK:
-                g.bounded.add(_bound_key(func.value, attr, ctx))
-        if last_name(func) == "len" and call.args and id(call) in compared:
-            attr = _attr_of(call.args[0])
-            if attr:  # a length check guards the growth (``print(len(x))`` does not)
-                g.bounded.add(_bound_key(call.args[0], attr, ctx))
-    for node, ctx in a.index.assigns:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        for t in targets:
-            if isinstance(t, ast.Attribute) and not _in_init(ctx):
-                if not (ctx.func is None and ctx.cls is None and _fragment_self(a, t)):
-                    g.bounded.add(_bound_key(t, t.attr, ctx))
-            if isinstance(t, ast.Attribute) and _is_bounded_deque(node.value):
-                g.bounded.add(_bound_key(t, t.attr, ctx))
-    for stmt, ctx in a.index.stmt_ctx.items():
-        if isinstance(stmt, ast.Delete):
-            for t in stmt.targets:
-                attr = _attr_of(t)
-                if attr:
-                    g.bounded.add(_bound_key(t, attr, ctx))
-    a._growth = g  # type: ignore[attr-defined]
-    return g
-
-
-def _compared_lengths(a: Analysis) -> set[int]:
-    """``len(x)`` calls inside a comparison (``if len(x) > N``, ``while len(x) >= N``)."""
-    found: set[int] = set()
-    for node in ast.walk(a.index.tree):
-        if isinstance(node, ast.Compare):
-            found.update(id(c) for c in ast.walk(node)
-                         if isinstance(c, ast.Call) and last_name(c.func) == "len")
-    return found
-
-
-def _bound_key(node: ast.AST, attr: str, ctx: Ctx) -> tuple[int, str]:
-    if isinstance(node, ast.Subscript):
-        node = node.value
-    on_self = isinstance(node, ast.Attribute) and dotted(node.value) == "self"
-    return (id(ctx.cls), attr) if on_self and ctx.cls is not None else (0, attr)
-
-
-def _is_bounded_deque(value: ast.AST | None) -> bool:
-    return (isinstance(value, ast.Call) and dotted(value.func).endswith("deque")
-            and (len(value.args) >= 2 or any(k.arg == "maxlen" for k in value.keywords)))
-
-
-def _attr_of(node: ast.AST) -> str:
-    """``self.x`` and ``self.x[k]`` -> ``x``."""
-    if isinstance(node, ast.Subscript):
-        node = node.value
-    return node.attr if isinstance(node, ast.Attribute) else ""
-
-
-def _in_init(ctx: Ctx) -> bool:
-    return ctx.func is not None and ctx.func.name in ("__init__", "__post_init__", "setup")
-
-
-def _fragment_self(a: Analysis, node: ast.AST) -> bool:
-    root = node
-    while isinstance(root, (ast.Attribute, ast.Subscript)):
-        root = root.value
-    return isinstance(root, ast.Name) and root.id == "self" and a.index.is_undefined("self")
 
 
 class StepOutputsNotCleared(Rule):
@@ -220,7 +125,7 @@ class UnboundedHistory(Rule):
             return
         for node, ctx in a.index.assigns:
             t = node.targets[0] if isinstance(node, ast.Assign) else node.target
-            if (ctx.func is None and isinstance(t, ast.Attribute) and _fragment_self(a, t)
+            if (ctx.func is None and isinstance(t, ast.Attribute) and fragment_self(a, t)
                     and isinstance(node.value, ast.List) and not node.value.elts
                     and set(tokens(t.attr)) & _HISTORY_WORDS
                     and (0, t.attr) not in g.bounded and t.attr not in g.appends):
@@ -230,8 +135,8 @@ class UnboundedHistory(Rule):
 
 def outputs_never_cleared(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
     """TL103's sites: ``self.<x>_step_outputs.append(...)`` that nothing clears."""
-    attr = _attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
-    if not attr or call.func.attr not in _GROW or growth(a).is_bounded(attr, ctx):  # type: ignore[attr-defined]
+    attr = attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    if not attr or call.func.attr not in GROW or growth(a).is_bounded(attr, ctx):  # type: ignore[attr-defined]
         return False
     return attr.endswith("step_outputs") or (attr.endswith("outputs")
                                              and is_step_function(ctx.func))
@@ -240,14 +145,14 @@ def outputs_never_cleared(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
 def grows_every_step(a: Analysis, call: ast.Call, ctx: Ctx) -> bool:
     """``self.x.append(v)`` every step on a plain list nothing bounds (TL202's sites; a
     value with a graph is reported by TL102 as well, since detaching it leaves the growth)."""
-    attr = _attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
-    if not attr or attr.endswith("outputs") or call.func.attr not in _GROW:  # type: ignore[attr-defined]
+    attr = attr_of(call.func.value) if isinstance(call.func, ast.Attribute) else ""
+    if not attr or attr.endswith("outputs") or call.func.attr not in GROW:  # type: ignore[attr-defined]
         return False
     g = growth(a)
     if g.is_bounded(attr, ctx) or not _on_self(call) or not _per_step(a, ctx, attr, call) \
             or _finite_run(a, ctx.cls):
         return False
-    return _fragment_self(a, call.func) or \
+    return fragment_self(a, call.func) or \
         attr_kind(a, ctx.cls, attr, call.func.attr) == "list"  # type: ignore[attr-defined]
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import ctypes
 import re
-from typing import Any
 
 from torchleak.system.allocator import heap_stats
 

@@ -31,44 +31,16 @@ from torchleak.record.probes.holder_sample import HolderSample, Resolver, Route
 from torchleak.record.probes.interpreter import interpreter_samples, torch_switches
 from torchleak.record.probes.registries import registry_samples
 from torchleak.record.probes.usercode import owner_frames, user_frames, user_modules
-from torchleak.record.probes.walk import GRAPH_CAP, Walk, user_class
+from torchleak.record.probes.walk import GRAPH_CAP, Walk, WalkMemory, user_class
 
 __all__ = ["GRAPH_CAP", "HolderSample", "HolderWalker"]
 
-MEMORY_ENTRIES = 4096  # routes, labels and graph sizes remembered between walks
 _OUR_THREADS = "torchleak-"
 
 Root = tuple[str, Any, "str | None", "Route | None"]
 
 
-class _Bounded(dict):  # type: ignore[type-arg]
-    """A dict that forgets its oldest entries past ``MEMORY_ENTRIES``."""
-
-    def remember(self, key: str, value: Any) -> None:
-        self.pop(key, None)
-        self[key] = value
-        while len(self) > MEMORY_ENTRIES:
-            del self[next(iter(self))]
-
-
-class HolderWalker:
-    def __init__(self, max_objects: int = 8_000, graph_cap: int = GRAPH_CAP,
-                 max_samples: int = 400) -> None:
-        self.max_objects = max_objects
-        self.graph_cap = graph_cap
-        self.max_samples = max_samples
-        self.capped_graphs: _Bounded = _Bounded()
-        self.last_nodes: _Bounded = _Bounded()  # path -> autograd nodes at its last count
-        self.routes: _Bounded = _Bounded()
-        self.labels: _Bounded = _Bounded()
-        self.recorded: _Bounded = _Bounded()  # paths measured non-empty: an emptied one is noted
-        self.native: list[HolderSample] = []  # native handles seen by the last full walk
-
-    def note_nodes(self, path: str, nodes: int) -> None:
-        self.last_nodes.remember(path, nodes)
-        if nodes >= self.graph_cap:
-            self.capped_graphs.remember(path, True)
-
+class HolderWalker(WalkMemory):
     def walk(self, frame: FrameType | None) -> list[HolderSample]:
         walk = Walk(self)
         with torch._C.DisableTorchFunctionSubclass():

@@ -14,7 +14,7 @@ import io
 import sys
 from types import (BuiltinFunctionType, FrameType, FunctionType, GeneratorType, MethodType,
                    ModuleType)
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -26,8 +26,6 @@ from torchleak.record.probes.sizes import container_footprint, sample_items, ten
 from torchleak.record.probes.usercode import is_user_file
 from torchleak.trace.schema import GRAPH_NODES_CAP
 
-if TYPE_CHECKING:
-    from torchleak.record.probes.holders import HolderWalker
 
 _SKIP = (ModuleType, BuiltinFunctionType, int, float, bool, complex, type(None), FrameType)
 _BUFFERS = (bytearray, str, bytes, io.BytesIO, io.StringIO)
@@ -94,8 +92,42 @@ def count_graph_nodes(grad_fn: Any, cap: int) -> tuple[int, int]:
     return stats.nodes, stats.leaves
 
 
+MEMORY_ENTRIES = 4096  # routes, labels and graph sizes remembered between walks
+
+
+class _Bounded(dict):  # type: ignore[type-arg]
+    """A dict that forgets its oldest entries past ``MEMORY_ENTRIES``."""
+
+    def remember(self, key: str, value: Any) -> None:
+        self.pop(key, None)
+        self[key] = value
+        while len(self) > MEMORY_ENTRIES:
+            del self[next(iter(self))]
+
+
+class WalkMemory:
+    """A walk's limits, and what the walker remembers between walks (all bounded)."""
+
+    def __init__(self, max_objects: int = 8_000, graph_cap: int = GRAPH_CAP,
+                 max_samples: int = 400) -> None:
+        self.max_objects = max_objects
+        self.graph_cap = graph_cap
+        self.max_samples = max_samples
+        self.capped_graphs: _Bounded = _Bounded()
+        self.last_nodes: _Bounded = _Bounded()  # path -> autograd nodes at its last count
+        self.routes: _Bounded = _Bounded()
+        self.labels: _Bounded = _Bounded()
+        self.recorded: _Bounded = _Bounded()  # paths measured non-empty: an emptied one is noted
+        self.native: list[HolderSample] = []  # native handles seen by the last full walk
+
+    def note_nodes(self, path: str, nodes: int) -> None:
+        self.last_nodes.remember(path, nodes)
+        if nodes >= self.graph_cap:
+            self.capped_graphs.remember(path, True)
+
+
 class Walk:
-    def __init__(self, walker: HolderWalker) -> None:
+    def __init__(self, walker: WalkMemory) -> None:
         self.w = walker
         self.visited: set[int] = set()
         self.queue: collections.deque[tuple[Any, str, int]] = collections.deque()
