@@ -17,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from torchleak.trace import rows
+from torchleak.trace import rows, tables
 from torchleak.trace.reader import read_meta
 from torchleak.units import number
 
@@ -181,10 +181,11 @@ class RunDataBuilder:
         data = self.data
         uss = data.memory.setdefault("main_uss", Series("main_uss", "bytes"))
         last = self._after("steps")
-        for step, _t, duration, _epoch, _phase, rss, value, monitor in rows.steps(conn, last):
+        for row in rows.read(conn, tables.STEPS, last):
+            step, duration, monitor = row.step, row.duration_ms, row.monitor_ms
             if not isinstance(step, int):
                 continue  # a row that is not ours: skipped, never fatal
-            for target, raw in ((uss, value), (data.rss, rss)):
+            for target, raw in ((uss, row.uss), (data.rss, row.rss)):
                 if number(raw) is not None:
                     target.add(step, float(raw))
             if number(duration) is not None:
@@ -202,8 +203,8 @@ class RunDataBuilder:
         workers' USS, each worker once."""
         series = self.data.memory.get("workers_uss")
         last = self._after("workers")
-        for rowid, step, t, pid, _rss, uss, _pss in rows.process_samples(conn, "worker", last):
-            last = rowid
+        for rowid, row in rows.read_new(conn, tables.PROCESS_SAMPLES, last, role="worker"):
+            last, step, t, pid, uss = rowid, row.step, row.t, row.pid, row.uss
             if number(step) is None or number(t) is None or not isinstance(pid, int) or not (
                     number(uss) or 0) > 0:
                 continue  # a worker read while it exits has no memory left: not a sample
@@ -233,11 +234,12 @@ class RunDataBuilder:
         heap = self.data.heap
         last = self._after("heap")
         names = ("py_blocks", "malloc_in_use", "malloc_free", "malloc_mmapped")
-        for rowid, step, _t, *values in rows.heap_samples(conn, last):
-            last = rowid
+        for rowid, row in rows.read_new(conn, tables.HEAP_SAMPLES, last):
+            last, step = rowid, row.step
             if number(step) is None:
                 continue
-            for name, value in zip(names, values):
+            for name in names:
+                value = getattr(row, name)
                 if number(value) is not None:
                     unit = "count" if name == "py_blocks" else "bytes"
                     heap.setdefault(name, Series(name, unit)).add(step, float(value))
@@ -246,36 +248,38 @@ class RunDataBuilder:
     def _cuda(self, conn: sqlite3.Connection) -> None:
         data = self.data
         last = self._after("cuda")
-        for step, allocated, reserved, inactive, retries, ooms, _free, total in rows.cuda_samples(
-                conn, 0, last):
+        for row in rows.read(conn, tables.CUDA_SAMPLES, last, device=0):
+            step, total = row.step, row.total
             if not isinstance(step, int):
                 continue
-            used, cached = number(allocated) or 0.0, number(reserved) or 0.0
+            used, cached = number(row.allocated) or 0.0, number(row.reserved) or 0.0
             data.memory.setdefault("cuda_allocated", Series("cuda_allocated", "bytes")).add(
                 step, used)
             data.memory.setdefault("cuda_reserved_unused", Series(
                 "cuda_reserved_unused", "bytes")).add(step, cached - used)
             data.cuda_total = int(total) if isinstance(total, int) else data.cuda_total
-            data.cuda_extra = {"inactive_split": number(inactive) or 0.0,
-                               "num_alloc_retries": number(retries) or 0.0,
-                               "num_ooms": number(ooms) or 0.0}
+            data.cuda_extra = {"inactive_split": number(row.inactive_split) or 0.0,
+                               "num_alloc_retries": number(row.num_alloc_retries) or 0.0,
+                               "num_ooms": number(row.num_ooms) or 0.0}
             last = max(last, step)
         self._cursor["cuda"] = last
 
     def _holders(self, conn: sqlite3.Connection) -> None:
         data = self.data
         last_walk = self._after("walks")
-        for step, kind, *_ in rows.holder_walks(conn, last_walk):
+        for walk in rows.read(conn, tables.HOLDER_WALKS, last_walk):
+            step = walk.step
             if isinstance(step, int):
-                if kind == "full":
+                if walk.kind == "full":
                     data.full_walks.append(step)
                 last_walk = max(last_walk, step)
         self._cursor["walks"] = last_walk
         if len(data.full_walks) > MAX_POINTS:
             data.full_walks = data.full_walks[::2]
         last = self._after("holders")
-        for step, holder, kind, type_name, length, nbytes, tensors, gfn, nodes, detail in (
-                rows.holders(conn, last)):
+        for row in rows.read(conn, tables.HOLDERS, last):
+            step, holder, kind, type_name, nodes, detail = (
+                row.step, row.holder, row.kind, row.type_name, row.graph_nodes, row.detail)
             if not isinstance(step, int) or not isinstance(holder, str) or not isinstance(
                     kind, str):
                 continue
@@ -285,7 +289,8 @@ class RunDataBuilder:
                 if len(data.holders) >= MAX_HOLDERS:
                     self._forget_oldest_holder()
                 series = data.holders[holder] = HolderSeries(holder, kind, str(type_name or ""))
-            series.add(step, *(number(v) or 0.0 for v in (length, nbytes, tensors, gfn, nodes)))
+            series.add(step, *(number(v) or 0.0 for v in (row.length, row.bytes, row.tensors,
+                                                          row.grad_fn_tensors, nodes)))
             if detail:
                 try:
                     parsed = json.loads(detail)
@@ -308,16 +313,19 @@ class RunDataBuilder:
         names = ("tensors", "tensor_bytes", "grad_fn_tensors", "graph_nodes", "graph_bytes",
                  "gc_objects")
         last = self._after("census")
-        for step, *values in rows.census(conn, last):
+        for row in rows.read(conn, tables.CENSUS, last):
+            step = row.step
             if not isinstance(step, int):
                 continue
-            for name, value in zip(names, values):
+            for name in names:
+                value = getattr(row, name)
                 unit = "bytes" if "bytes" in name else "count"
                 census.setdefault(name, Series(name, unit)).add(step, number(value) or 0.0)
             last = max(last, step)
         self._cursor["census"] = last
         last_split = self._after("breakdown")
-        for step, category, nbytes in rows.breakdown(conn, last_split):
+        for split in rows.read(conn, tables.BREAKDOWN, last_split):
+            step, category, nbytes = split.step, split.category, split.bytes
             if isinstance(step, int) and isinstance(category, str):
                 self.data.breakdown.setdefault(category, Series(category, "bytes")).add(
                     step, number(nbytes) or 0.0)
@@ -327,18 +335,19 @@ class RunDataBuilder:
     def _marks_events(self, conn: sqlite3.Connection) -> None:
         data = self.data
         last = self._after("marks")
-        for rowid, step, _t, name, value in rows.marks(conn, last):
-            last = rowid
+        for rowid, mark in rows.read_new(conn, tables.MARKS, last):
+            last, step, name, value = rowid, mark.step, mark.name, mark.value
             if isinstance(step, int):
                 data.marks.append((step, str(name), None if value is None else str(value)))
         self._cursor["marks"] = last
         if len(data.marks) > MAX_MARKS:
             data.marks = data.marks[-MAX_MARKS:]
         last = self._after("events")
-        for rowid, t, step, kind, source, message in rows.events(conn, last):
-            last = rowid
-            data.events.append((number(t) or 0.0, step if isinstance(step, int) else 0,
-                                str(kind), str(source or ""), str(message or "")))
+        for rowid, event in rows.read_new(conn, tables.EVENTS, last):
+            last, step = rowid, event.step
+            data.events.append((number(event.t) or 0.0, step if isinstance(step, int) else 0,
+                                str(event.kind), str(event.source or ""),
+                                str(event.message or "")))
         self._cursor["events"] = last
         if len(data.events) > MAX_EVENTS:
             data.events = data.events[-MAX_EVENTS:]

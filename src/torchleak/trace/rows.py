@@ -2,7 +2,7 @@
 
 Every reader takes a cursor (``after``: a step or a rowid already seen) so the same code
 serves a whole-trace analysis and a live follower that fetches only what is new. Rows
-come as plain tuples in a fixed column order, streamed (never the whole table in a list)
+come as the table's named rows (``tables``), streamed (never the whole table in a list)
 so that reading a two-million-step trace costs the same memory as reading a short one.
 A table that an older trace lacks reads as empty.
 """
@@ -12,6 +12,8 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from typing import Any
+
+from torchleak.trace.tables import Table
 
 Row = tuple[Any, ...]
 
@@ -30,70 +32,43 @@ def _rows(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> I
         yield from batch
 
 
-def steps(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
-    """(step, t, duration_ms, epoch, phase, rss, uss, monitor_ms)"""
-    return _rows(conn, "SELECT step, t, duration_ms, epoch, phase, rss, uss, monitor_ms "
-                       "FROM steps WHERE step > ? ORDER BY step", (after,))
+def _present(conn: sqlite3.Connection, table: Table) -> list[str]:
+    """The declared columns this trace's table has (an older trace may lack some)."""
+    have = {r[1] for r in _rows(conn, f"PRAGMA table_info({table.name})")}
+    return [c for c in table.names if c in have]
 
 
-def process_samples(conn: sqlite3.Connection, role: str, after_rowid: int = 0) -> Iterator[Row]:
-    """(rowid, step, t, pid, rss, uss, pss) in time order."""
-    return _rows(conn, "SELECT rowid, step, t, pid, rss, uss, pss FROM process_samples "
-                       "WHERE role = ? AND rowid > ? ORDER BY rowid", (role, after_rowid))
+def read(conn: sqlite3.Connection, table: Table, after: int = 0,
+         **equal: Any) -> Iterator[Any]:
+    """``table``'s rows with ``step > after`` (and each ``column = value`` of ``equal``),
+    in step order, as the table's named rows; a column an older trace lacks reads None."""
+    return _named(conn, table, "step", after, equal)
 
 
-def heap_samples(conn: sqlite3.Connection, after_rowid: int = 0) -> Iterator[Row]:
-    """(rowid, step, t, py_blocks, malloc_in_use, malloc_free, malloc_mmapped)"""
-    return _rows(conn, "SELECT rowid, step, t, py_blocks, malloc_in_use, malloc_free, "
-                       "malloc_mmapped FROM heap_samples WHERE rowid > ? ORDER BY rowid",
-                 (after_rowid,))
+def read_new(conn: sqlite3.Connection, table: Table, after_rowid: int = 0,
+             **equal: Any) -> Iterator[tuple[int, Any]]:
+    """(rowid, named row) of the rows written after ``after_rowid``, in write order: for
+    tables whose step is not unique (samples, marks, events)."""
+    return _named(conn, table, "rowid", after_rowid, equal, with_rowid=True)
 
 
-def cuda_samples(conn: sqlite3.Connection, device: int = 0, after: int = 0) -> Iterator[Row]:
-    """(step, allocated, reserved, inactive_split, num_alloc_retries, num_ooms, free, total)"""
-    return _rows(conn, "SELECT step, allocated, reserved, inactive_split, num_alloc_retries, "
-                       "num_ooms, free, total FROM cuda_samples WHERE device = ? AND step > ? "
-                       "ORDER BY step", (device, after))
-
-
-def census(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
-    """(step, tensors, tensor_bytes, grad_fn_tensors, graph_nodes, graph_bytes, gc_objects,
-    duration_ms)"""
-    return _rows(conn, "SELECT step, tensors, tensor_bytes, grad_fn_tensors, graph_nodes, "
-                       "graph_bytes, gc_objects, duration_ms FROM census WHERE step > ? "
-                       "ORDER BY step", (after,))
-
-
-def breakdown(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
-    """(step, category, bytes)"""
-    return _rows(conn, "SELECT step, category, bytes FROM breakdown WHERE step > ? "
-                       "ORDER BY step", (after,))
-
-
-def holders(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
-    """(step, holder, kind, type_name, length, bytes, tensors, grad_fn_tensors, graph_nodes,
-    detail)"""
-    return _rows(conn, "SELECT step, holder, kind, type_name, length, bytes, tensors, "
-                       "grad_fn_tensors, graph_nodes, detail FROM holders WHERE step > ? "
-                       "ORDER BY step", (after,))
-
-
-def holder_walks(conn: sqlite3.Connection, after: int = 0) -> Iterator[Row]:
-    """(step, kind, reason, duration_ms, holders)"""
-    return _rows(conn, "SELECT step, kind, reason, duration_ms, holders FROM holder_walks "
-                       "WHERE step > ? ORDER BY step", (after,))
-
-
-def marks(conn: sqlite3.Connection, after_rowid: int = 0) -> Iterator[Row]:
-    """(rowid, step, t, name, value)"""
-    return _rows(conn, "SELECT rowid, step, t, name, value FROM marks WHERE rowid > ? "
-                       "ORDER BY rowid", (after_rowid,))
-
-
-def events(conn: sqlite3.Connection, after_rowid: int = 0) -> Iterator[Row]:
-    """(rowid, t, step, kind, source, message)"""
-    return _rows(conn, "SELECT rowid, t, step, kind, source, message FROM events "
-                       "WHERE rowid > ? ORDER BY rowid", (after_rowid,))
+def _named(conn: sqlite3.Connection, table: Table, cursor: str, after: int,
+           equal: dict[str, Any], with_rowid: bool = False) -> Iterator[Any]:
+    present = _present(conn, table)
+    if not present:
+        return
+    where = " AND ".join([f"{cursor} > ?"] + [f"{name} = ?" for name in equal])
+    select = (["rowid"] if with_rowid else []) + present
+    sql = f"SELECT {', '.join(select)} FROM {table.name} WHERE {where} ORDER BY {cursor}"
+    found = _rows(conn, sql, (after, *equal.values()))
+    if len(present) < len(table.names):  # an older trace: the columns it lacks read None
+        place = [present.index(c) if c in present else -1 for c in table.names]
+        found = (values[:1] + tuple(None if i < 0 else values[i + 1] for i in place)
+                 if with_rowid else tuple(None if i < 0 else values[i] for i in place)
+                 for values in found)
+    make = table.row._make
+    for values in found:
+        yield (values[0], make(values[1:])) if with_rowid else make(values)
 
 
 def findings(conn: sqlite3.Connection, phase: str | None = None) -> list[Row]:

@@ -24,33 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from torchleak.trace.schema import ALL_DDL, LOCK_FILENAME, SCHEMA_VERSION
+from torchleak.trace.tables import APPENDED, FINDINGS
 
-_COLUMNS: dict[str, tuple[str, ...]] = {
-    "steps": ("step", "t", "duration_ms", "epoch", "phase", "rss", "uss", "py_blocks",
-              "gc_count0", "monitor_ms"),
-    "process_samples": ("step", "t", "pid", "role", "rss", "uss", "pss"),
-    "heap_samples": ("step", "t", "py_blocks", "malloc_in_use", "malloc_free",
-                     "malloc_mmapped"),
-    "cuda_samples": ("step", "device", "allocated", "reserved", "active", "inactive_split",
-                     "peak_allocated", "peak_reserved", "num_alloc_retries", "num_ooms",
-                     "free", "total"),
-    "census": ("step", "t", "duration_ms", "reason", "tensors", "tensor_bytes",
-               "grad_fn_tensors", "graph_nodes", "graph_bytes", "gc_objects"),
-    "census_tensors": ("step", "device", "dtype", "count", "bytes"),
-    "census_types": ("step", "type_name", "count"),
-    "holders": ("step", "holder", "kind", "type_name", "length", "bytes", "tensors",
-                "tensor_bytes", "grad_fn_tensors", "graph_nodes", "detail"),
-    "marks": ("step", "t", "name", "value"),
-    "holder_walks": ("step", "kind", "reason", "duration_ms", "holders"),
-    "events": ("t", "step", "kind", "source", "message"),
-    "breakdown": ("step", "category", "bytes"),
-}
-TABLES = tuple(_COLUMNS)
-_INSERT = {
-    table: f"INSERT OR REPLACE INTO {table} ({', '.join(cols)}) "
-           f"VALUES ({', '.join('?' * len(cols))})"
-    for table, cols in _COLUMNS.items()
-}
+_INSERT = {table.name: table.insert() for table in APPENDED}
 MAX_PENDING_ROWS = 200_000  # rows waiting for a locked database, per table
 MAX_FAILURES = 3  # consecutive failed flushes (other than 'busy') before switching off
 BUSY_TIMEOUT = 1.0  # seconds one flush waits for another process's lock
@@ -142,8 +118,8 @@ class TraceWriter:
         except BaseException:
             self._lock_file.release()
             raise
-        self._buffers: dict[str, list[Sequence[Any]]] = {t: [] for t in _COLUMNS}
-        self._pending: dict[str, list[Sequence[Any]]] = {t: [] for t in _COLUMNS}
+        self._buffers: dict[str, list[Sequence[Any]]] = {t: [] for t in _INSERT}
+        self._pending: dict[str, list[Sequence[Any]]] = {t: [] for t in _INSERT}
         self._meta: dict[str, Any] = {}
         self._lock = threading.Lock()  # buffer and meta swaps
         self._write_lock = threading.Lock()  # one writer of the database at a time
@@ -158,7 +134,8 @@ class TraceWriter:
 
     # the training thread's side -------------------------------------------------------
     def add(self, table: str, row: Sequence[Any]) -> None:
-        # list.append is atomic under the GIL: no lock on the training thread.
+        """``row``: the table's values in its declared order (``tables``), a plain tuple or
+        the table's named row. list.append is atomic under the GIL: no lock here."""
         self._buffers[table].append(row)
 
     def set_meta(self, key: str, value: Any) -> None:
@@ -242,7 +219,7 @@ class TraceWriter:
     def _drop_all(self) -> None:
         with self._lock:
             self._meta = {}
-        for table in _COLUMNS:
+        for table in _INSERT:
             count = len(self._pending[table]) + len(self._buffers[table])
             if count:
                 self.dropped[table] = self.dropped.get(table, 0) + count
@@ -259,12 +236,11 @@ class TraceWriter:
                 conn = self._conn
                 conn.execute("BEGIN IMMEDIATE")
                 conn.execute("DELETE FROM findings WHERE phase = ?", (phase,))
-                conn.executemany(
-                    "INSERT INTO findings(phase, step, kind, culprit, severity, bytes_per_step,"
-                    " detected_at_step, json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [_valid_row((phase, step, f.get("kind"), f.get("culprit"), f.get("severity"),
-                                 f.get("bytes_per_step"), f.get("detected_at_step"), _dumps(f)))
-                     for f in findings])
+                conn.executemany(FINDINGS.insert(), [_valid_row(FINDINGS.row(
+                    id=None, phase=phase, step=step, kind=f.get("kind"), culprit=f.get("culprit"),
+                    severity=f.get("severity"), bytes_per_step=f.get("bytes_per_step"),
+                    detected_at_step=f.get("detected_at_step"), json=_dumps(f)))
+                    for f in findings])
                 conn.execute("COMMIT")
             except Exception:  # noqa: BLE001 - the next write will report a lasting fault
                 try:

@@ -1,0 +1,68 @@
+"""The trace's tables are declared once (``torchleak.trace.tables``): a recorded trace has
+exactly the declared columns, every meta key it writes is documented, and the schema
+document's tables part is the one generated from the declarations."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from recordkit import record, write_script
+
+from torchleak.trace import rows, tables
+
+ROOT = Path(__file__).resolve().parents[2]
+
+LOOP = """
+import torch, torchleak
+model = torch.nn.Linear(16, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+kept = []
+for step in range(120):
+    loss = model(torch.randn(8, 16)).pow(2).mean()
+    opt.zero_grad(); loss.backward(); opt.step()
+    kept.append(torch.randn(64))
+    if step == 60:
+        torchleak.mark("epoch")
+"""
+
+
+def test_the_schema_document_is_generated_from_the_declarations() -> None:
+    text = (ROOT / "docs" / "trace-schema.md").read_text()
+    assert tables.documented(text) == text, (
+        "docs/trace-schema.md is stale: python -m torchleak.trace.tables --write "
+        "docs/trace-schema.md")
+    for table in tables.TABLES:
+        assert f"### `{table.name}`" in text
+
+
+def test_a_recorded_trace_has_the_declared_tables_and_documented_meta(tmp_path: Path) -> None:
+    run = record(tmp_path, write_script(tmp_path, "loop.py", LOOP))
+    assert run.proc.returncode == 0, run.proc.stderr
+    conn = run.connect()
+    try:
+        for table in tables.TABLES:
+            columns = tuple(r[1] for r in conn.execute(f"PRAGMA table_info({table.name})"))
+            assert columns == table.names, table.name
+        keys = {r[0] for r in conn.execute("SELECT key FROM meta")}
+        assert keys <= set(tables.META_KEYS), sorted(keys - set(tables.META_KEYS))
+        steps = list(rows.read(conn, tables.STEPS))
+        assert [r.step for r in steps] == list(range(1, len(steps) + 1))
+        assert len(steps) >= 100 and all(r.uss and r.uss > 0 for r in steps)
+        marks = [m for _rowid, m in rows.read_new(conn, tables.MARKS)]
+        assert ("epoch", 61) in [(m.name, m.step) for m in marks]
+        holders = {r.holder for r in rows.read(conn, tables.HOLDERS)}
+        assert any(h.endswith("kept") for h in holders), holders
+    finally:
+        conn.close()
+
+
+def test_a_column_an_older_trace_lacks_reads_none(tmp_path: Path) -> None:
+    conn = sqlite3.connect(tmp_path / "old.sqlite")
+    conn.execute("CREATE TABLE steps (step INTEGER PRIMARY KEY, t REAL, rss INTEGER, "
+                 "uss INTEGER)")
+    conn.executemany("INSERT INTO steps VALUES (?, ?, ?, ?)", [(1, 1.0, 10, 5), (2, 2.0, 11, 6)])
+    got = list(rows.read(conn, tables.STEPS, after=1))
+    assert len(got) == 1 and got[0].step == 2 and got[0].uss == 6
+    assert got[0].monitor_ms is None and got[0].duration_ms is None
+    assert list(rows.read(conn, tables.CENSUS)) == []  # a table it lacks reads empty
