@@ -3,18 +3,28 @@ walk of Python's heap arenas) is only taken when the census may run."""
 
 from __future__ import annotations
 
+from torchleak.record.probes.census_probe import Census
+from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
 from torchleak.record.schedule import ANCHOR_STEPS, HOLDER_ANCHORS, Scheduler
 
 
+def _scheduler(budget: float) -> Scheduler:
+    """A scheduler with the recorder's scheduled probes and their declared costs."""
+    scheduler = Scheduler(budget=budget, started=0.0)
+    for probe in (HolderWalk, QuickRemeasure, Census):
+        scheduler.add(probe.name, probe.cost)
+    return scheduler
+
+
 def test_early_anchors_run_and_the_estimate_is_taken_for_them() -> None:
-    scheduler = Scheduler(budget=0.01, started=0.0)
+    scheduler = _scheduler(0.01)
     calls: list[int] = []
     reason = scheduler.due("census", 3, now=0.01, estimate=lambda: calls.append(3) or 0.05)
     assert reason == "anchor" and calls == [3]
 
 
 def test_no_estimate_while_the_census_gap_has_not_passed() -> None:
-    scheduler = Scheduler(budget=1.0, started=0.0)  # a budget that always allows a census
+    scheduler = _scheduler(1.0)  # a budget that always allows a census
     scheduler.ran("census", 60, 0.01)
     calls: list[int] = []
     for step in range(61, 70):  # within the 10-step gap, no anchor among them
@@ -28,14 +38,14 @@ def test_no_estimate_while_the_census_gap_has_not_passed() -> None:
 
 
 def test_the_budget_refuses_a_census_it_cannot_afford() -> None:
-    scheduler = Scheduler(budget=0.01, started=0.0)
+    scheduler = _scheduler(0.01)
     scheduler.ran("census", 60, 0.5)
     # 10 s of wall time buys 1 ms of census (10% of a 1% budget): a 0.5 s one must wait.
     assert scheduler.due("census", 90, now=10.0, estimate=lambda: 0.5) is None
 
 
 def test_a_late_holder_anchor_runs_with_the_budget_spent_and_is_a_fixed_cost() -> None:
-    scheduler = Scheduler(budget=0.01, started=0.0)
+    scheduler = _scheduler(0.01)
     for step in range(60, 80):  # scheduled walks that spent past the budget: 80 ms > 45 ms
         scheduler.ran("holders", step, 0.004)
     late = min(s for s in HOLDER_ANCHORS if s > 100)
@@ -51,7 +61,7 @@ def test_a_late_holder_anchor_runs_with_the_budget_spent_and_is_a_fixed_cost() -
 
 
 def test_the_quick_remeasure_is_spread_so_it_costs_a_small_share_of_fast_steps() -> None:
-    scheduler = Scheduler(budget=1.0, started=0.0)  # the budget allows everything here
+    scheduler = _scheduler(1.0)  # the budget allows everything here
     scheduler.ran("quick", 100, 0.0001)  # 0.1 ms on a 1 ms step: 10% if run every step
     scheduler.step_seconds = 0.001
     runs = [step for step in range(101, 141) if scheduler.due("quick", step, now=100.0)
@@ -62,7 +72,7 @@ def test_the_quick_remeasure_is_spread_so_it_costs_a_small_share_of_fast_steps()
 
 
 def test_a_boundary_is_ready_only_when_one_probe_has_both_its_time_and_its_step() -> None:
-    scheduler = Scheduler(budget=0.01, started=0.0)
+    scheduler = _scheduler(0.01)
     scheduler.ran("census", 100, 0.05)  # within its gap from step 110, its budget far later
     scheduler.ran("quick", 100, 0.0001)  # its budget allows it now, its gap does not
     scheduler.ran("holders", 100, 0.5)  # neither

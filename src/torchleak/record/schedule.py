@@ -5,8 +5,8 @@ spent on expensive probes so far, plus its expected cost, stays within ``budget`
 the wall time since monitoring started. The holder walk is cheap (~1-5 ms) and is what
 names leaks, and re-measuring the suspects it found (holders that grew between walks,
 ~10-50 µs each) samples them densely, spread out so it never costs more than 3% of
-the steps between its runs: 45% of the budget each; the full census
-(~50-250 ms) gets 10% beyond its anchors.
+the steps between its runs: 45% and 42% of the budget; the full census
+(~50-250 ms) gets 10% beyond its anchors. Each probe declares its share (``probe.Cost``).
 Anchors run regardless of the budget (within a cap): an early step (after the
 optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
 The holder walk's later anchors (cheap) always run; a later census anchor must fit the
@@ -20,6 +20,8 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from torchleak.record.probe import Cost
 
 # Census anchors: early (optimizer state exists), after warm-up, then every doubling, so
 # the last census is never older than half the run (the true last step is unknown until
@@ -46,6 +48,7 @@ EARLY_ANCHOR_LIMIT = 50  # anchors up to here always run (within the cap below)
 ANCHOR_CAP_SECONDS = 0.3
 ANCHOR_CAP_FRACTION = 0.03
 QUICK_STEP_SHARE = 0.03
+MAX_SUSPECTS = 24  # holders the quick re-measure follows
 _NEVER = 2**62  # a step no run reaches
 
 
@@ -65,14 +68,22 @@ class ProbeCost:
 @dataclass
 class Scheduler:
     budget: float  # fraction of wall time, e.g. 0.01
-    share: dict[str, float] = field(default_factory=lambda: {
-        "holders": 0.45, "quick": 0.45, "census": 0.10})
     started: float = field(default_factory=time.perf_counter)
-    costs: dict[str, ProbeCost] = field(default_factory=lambda: {
-        "holders": ProbeCost(0.002), "quick": ProbeCost(0.0002), "census": ProbeCost(0.08)})
-    min_gap_steps: dict[str, int] = field(default_factory=lambda: {
-        "holders": 1, "quick": 1, "census": 10})
+    # Per probe, from its declared ``Cost`` (``add``): its share of the budget, its cost
+    # so far and expected, its minimum gap in steps, whether it runs at anchors.
+    share: dict[str, float] = field(default_factory=dict)
+    costs: dict[str, ProbeCost] = field(default_factory=dict)
+    min_gap_steps: dict[str, int] = field(default_factory=dict)
+    anchored: set[str] = field(default_factory=set)
     last_step: dict[str, int] = field(default_factory=dict)
+
+    def add(self, probe: str, cost: Cost) -> None:
+        """A probe's declared cost: from now on ``due`` and ``plan`` consider it."""
+        self.share[probe] = cost.share
+        self.costs[probe] = ProbeCost(cost.expected_seconds)
+        self.min_gap_steps[probe] = cost.min_gap_steps
+        if cost.anchored:
+            self.anchored.add(probe)
 
     def due(self, probe: str, step: int, now: float | None = None,
             estimate: Callable[[], float] | None = None) -> str | None:
@@ -82,7 +93,8 @@ class Scheduler:
         called when the probe may run, since estimating has a cost of its own."""
         now = time.perf_counter() if now is None else now
         cost = self.costs[probe]
-        anchor = step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS)
+        anchor = probe in self.anchored and (
+            step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS))
         # Long runs: spread samples out so a series keeps a few hundred points, not 10^5
         # (tested first: the estimate below has a cost of its own).
         gap = self._gap(probe, step)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import collections
 import gc
-import json
 import os
 import sys
 import time
@@ -28,22 +27,22 @@ from typing import TYPE_CHECKING, Any
 import psutil
 
 from torchleak.record.metadata import torch_metadata
-from torchleak.record.probes.heap import HeapProbe
+from torchleak.record.probe import Probe, ProbeContext
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
-from torchleak.record.schedule import ALL_ANCHORS, Scheduler
+from torchleak.record.schedule import ALL_ANCHORS, MAX_SUSPECTS, Scheduler
 from torchleak.record.steps import StepClock, StepSources
+from torchleak.trace.tables import Table
 from torchleak.trace.writer import TraceWriter
 from torchleak.vocab import RunStatus
 
 if TYPE_CHECKING:
     from torchleak.record.probes.heap import HeapSample
-    from torchleak.record.probes.holders import HolderSample, HolderWalker
+    from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
+    from torchleak.record.probes.holders import HolderSample
 
-MAX_SUSPECTS = 24
 # Whether the program has initialised CUDA is asked every this many steps until it has
 # (the question costs ~15 us: too dear for every step of a CPU run).
 CUDA_CHECK_EVERY = 64
-MAX_REMEMBERED_SIZES = 4096
 # Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
 # steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
 HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
@@ -70,10 +69,11 @@ class Recorder:
         self.epoch: int | None = None
         self.phase = "train"
         self.torch_attached = False
-        self._heap = HeapProbe()
         self._sampler = ChildSampler(self._emit_process, lambda: self.step,
                                      emit_heap=self._emit_heap)
-        self._walker: HolderWalker | None = None
+        self._walk: HolderWalk | None = None  # the holder walk and its quick re-measure
+        self._quick: QuickRemeasure | None = None
+        self._probes: list[Probe] = []  # the other scheduled probes (``probe.register``)
         self._cuda: Any = None
         self._cuda_live = False
         self.cuda_history: Any = None  # CudaHistory, once torch is in
@@ -84,17 +84,12 @@ class Recorder:
         self._requests: collections.deque[Request] = collections.deque()
         self._last_boundary = time.perf_counter()
         self._in_child = False
-        self._suspects: list[str] = []
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._hunt_left = 0  # full walks still owed to growth no holder explains
         self._confirming: list[str] = []  # holders the live detector suspects
         self._confirm_left = 0  # re-measures of them still owed
         self._confirm_next = 0
         self._hunt_next = 0
-        self._last_sizes: dict[str, float] = {}
-        self._census_measured = False
-        self._host: Any = None  # heap readings for the breakdown, made at the first census
-        self._census_seconds_per_block = 1.5e-7  # measured ~0.08-0.2 us; updated per census
         self.boundary_listeners: list[Callable[[int], None]] = []
         # What makes a step: optimizer | manual | forward | time (docs/detection.md).
         self.sources = StepSources(self)
@@ -128,12 +123,17 @@ class Recorder:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         from torchleak.record.phases import LoaderWatcher, ModeWatcher
+        from torchleak.record.probe import registered
         from torchleak.record.probes.cuda import CudaProbe
         from torchleak.record.probes.cuda_history import CudaHistory
-        from torchleak.record.probes.holders import HolderWalker
+        from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
 
         self.torch_attached = True
-        self._walker = HolderWalker()
+        self._walk = HolderWalk()
+        self._quick = QuickRemeasure(self._walk)
+        self._probes = [probe() for probe in registered()]
+        for probe in (self._walk, self._quick, *self._probes):
+            self.scheduler.add(probe.name, probe.cost)
         self._cuda = CudaProbe()
         self.cuda_history = CudaHistory(self.writer.path.parent)
         self._modes = ModeWatcher(self.mark)
@@ -164,9 +164,9 @@ class Recorder:
             self._loaders.uninstall()
         self.sources.detach()
         self._sampler.stop()
-        if self.step > 0 and self._walker is not None:
+        if self.step > 0 and self._walk is not None:
             # Module globals and registries outlive the script; its locals do not.
-            self._safely("holders", lambda: self._run_holders(self.step, None, "end"))
+            self._run_probe(self._walk, self.step, None, "end")
         if self.cuda_history is not None and self.cuda_history.recording:
             self._safely("cuda_history", self.save_cuda_history)
         if self._sampler.error is not None:
@@ -235,9 +235,10 @@ class Recorder:
     def snapshot(self, frame: FrameType | None, reason: str) -> None:
         """A full holder walk and census now (and the CUDA allocator's history when the
         program uses CUDA), on the training thread."""
-        if self._walker is not None:
-            self._safely("holders", lambda: self._run_holders(self.step, frame, reason))
-            self._safely("census", lambda: self._run_census(self.step, reason))
+        if self._walk is not None:
+            self._run_probe(self._walk, self.step, frame, reason)
+            for probe in self._probes:
+                self._run_probe(probe, self.step, frame, reason)
         if self._cuda_live:
             self._safely("cuda_history", self.save_cuda_history)
 
@@ -256,10 +257,12 @@ class Recorder:
 
     def walk_now(self, frame: FrameType | None) -> list[HolderSample]:
         """A holder walk whose samples are returned (and recorded): attach --walk, cleanup."""
-        if self._walker is None:
+        from torchleak.record.probes.holder_probes import holder_row
+
+        if self._walk is None:
             return []
-        samples = self._walker.walk(frame)
-        self._add_rows("holders", [_holder_row(self.step, s) for s in samples])
+        samples = self._walk.walker.walk(frame)
+        self._add_rows("holders", [holder_row(self.step, s) for s in samples])
         self._add_rows("holder_walks", [(self.step, "full", "request", 0.0, len(samples))])
         return samples
 
@@ -307,7 +310,7 @@ class Recorder:
                 self._safely("cuda_history", self.save_cuda_history)
         # Two comparisons on most steps: the scheduler knows from which step, or from
         # which time, anything can next run.
-        if self._walker is not None and (self._phase_changed or step in ALL_ANCHORS
+        if self._walk is not None and (self._phase_changed or step in ALL_ANCHORS
                                          or ((step >= self.scheduler.next_step
                                               or start >= self.scheduler.next_due)
                                              and self.scheduler.ready(step, start))
@@ -324,6 +327,7 @@ class Recorder:
         self._last_boundary = end
 
     def _expensive_probes(self, step: int, frame: FrameType | None, start: float) -> None:
+        assert self._walk is not None and self._quick is not None
         # The quick re-measure's gap depends on the step's time (only read from here on).
         self.scheduler.step_seconds = start - self._last_boundary
         if "holders" not in self._disabled:
@@ -335,117 +339,65 @@ class Recorder:
                 if reason == "hunt":
                     self._hunt_left -= 1
                     self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
-                self._safely("holders", lambda: self._run_holders(step, frame, reason))
+                self._run_probe(self._walk, step, frame, reason)
             elif self._confirm_left and step >= self._confirm_next:
                 self._confirm_left -= 1
                 self._confirm_next = step + max(CONFIRM_MIN_GAP, step // CONFIRM_SPREAD)
-                self._safely("holders", lambda: self._run_quick(step, frame, self._confirming,
-                                                                "confirm"))
-            elif self._suspects and self.scheduler.due("quick", step, start):
-                self._safely("holders", lambda: self._run_quick(step, frame))
-        if "census" not in self._disabled:
-            reason = self.scheduler.due("census", step, time.perf_counter(),
-                                        self._census_estimate)
-            if reason:
-                self._safely("census", lambda: self._run_census(step, reason))
-        self.scheduler.plan(quick=bool(self._suspects), step=step)
+                self._quick.paths = self._confirming
+                self._run_probe(self._quick, step, frame, "confirm")
+                self._quick.paths = None
+            elif self._walk.suspects and self.scheduler.due("quick", step, start):
+                self._run_probe(self._quick, step, frame, "schedule")
+        for probe in self._probes:
+            if probe.name not in self._disabled:
+                reason = self.scheduler.due(probe.name, step, time.perf_counter(),
+                                            probe.estimate)
+                if reason:
+                    self._run_probe(probe, step, frame, reason)
+        self.scheduler.plan(quick=bool(self._walk.suspects), step=step)
+
+    def _run_probe(self, probe: Probe, step: int, frame: FrameType | None,
+                   reason: str) -> None:
+        """Every scheduled probe runs here: timed, its time charged to its share of the
+        budget, its rows written, and switched off (reported) the first time it fails."""
+        if probe.name in self._disabled:
+            return
+        start = time.perf_counter()
+        try:
+            probe.run(ProbeContext(step, frame, reason, self._emit, self))
+        except Exception as err:  # noqa: BLE001 - a failing probe is switched off, not raised
+            self._disable(probe.name, err)
+            return
+        self.scheduler.ran(probe.name, step, time.perf_counter() - start)
+
+    def _emit(self, table: Table, row: Any) -> None:
+        self.writer.add(table.name, row)
 
     def _add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:
             self.writer.add(table, row)
 
-    # expensive probes --------------------------------------------------------------------
-    def _run_holders(self, step: int, frame: FrameType | None, reason: str) -> None:
-        assert self._walker is not None
-        start = time.perf_counter()
-        samples = self._walker.walk(frame)
-        self._update_suspects(samples)
-        rows = [_holder_row(step, s) for s in samples]
-        rows += [_holder_row(step, s) for s in self._walker.native]
-        self._add_rows("holders", rows)
-        # The heap's split at the same step: fast loops outrun the background sampler.
-        self._emit_heap(step, time.time(), self._heap.sample())
-        seconds = time.perf_counter() - start
-        self.scheduler.ran("holders", step, seconds)
-        self._add_rows("holder_walks", [(step, "full", reason, seconds * 1000, len(samples))])
+    # what probes may read and note (``ProbeContext.facts``) --------------------------------
 
-    def _census_estimate(self) -> float:
-        """Expected census cost: proportional to the Python heap (allocated blocks)."""
-        return sys.getallocatedblocks() * self._census_seconds_per_block
+    def allowed(self, probe: str) -> bool:
+        return probe not in self._disabled
 
-    def _run_quick(self, step: int, frame: FrameType | None, paths: list[str] | None = None,
-                   reason: str = "schedule") -> None:
-        assert self._walker is not None
-        start = time.perf_counter()
-        samples = self._walker.remeasure(frame, self._suspects if paths is None else paths)
-        self._add_rows("holders", [_holder_row(step, s) for s in samples])
-        seconds = time.perf_counter() - start
-        self.scheduler.ran("quick", step, seconds)
-        self._add_rows("holder_walks", [(step, "quick", reason, seconds * 1000, len(samples))])
+    def safely(self, probe: str, action: Callable[[], None]) -> None:
+        self._safely(probe, action)
 
-    def _update_suspects(self, samples: list[HolderSample]) -> None:
-        """Holders that grew since the previous walk (or always can: hooks, caches)."""
-        grown: dict[str, float] = {}
-        seen_before = bool(self._last_sizes)
-        for s in samples:
-            size = float(s.graph_nodes or s.length)
-            before = self._last_sizes.get(s.holder)
-            if before is None and seen_before:
-                before = 0.0  # new since the last walk: it grew from empty (a mid-run onset)
-            if s.kind in ("hooks", "cache") or (before is not None and size > before):
-                grown[s.holder] = size - (before or 0.0)
-            elif s.holder in self._suspects and before is not None and size >= before:
-                grown[s.holder] = 0.0
-            self._last_sizes.pop(s.holder, None)
-            self._last_sizes[s.holder] = size
-        while len(self._last_sizes) > MAX_REMEMBERED_SIZES:
-            del self._last_sizes[next(iter(self._last_sizes))]
-        ranked = sorted(grown, key=grown.__getitem__, reverse=True)
-        self._suspects = ranked[:MAX_SUSPECTS]
+    def uss(self) -> int:
+        return self._main.read()[1]
 
-    def _run_census(self, step: int, reason: str) -> None:
-        from torchleak.record.probes.census import take_census
+    @property
+    def cuda_latest(self) -> dict[int, tuple[int, ...]] | None:
+        """The CUDA allocator's latest per-device reading, while CUDA is recorded."""
+        if self._cuda is None or "cuda" in self._disabled:
+            return None
+        return self._cuda.latest  # type: ignore[no-any-return]
 
-        start = time.perf_counter()
-        blocks = sys.getallocatedblocks()
-        # Every fourth census (and any asked for) counts objects by type too.
-        result = take_census(with_types=reason != "schedule" and reason != "anchor"
-                             or self.scheduler.costs["census"].runs % 4 == 3)
-        if "breakdown" not in self._disabled:  # its readings are part of the census's cost
-            self._safely("breakdown", lambda: self._add_rows("breakdown", self._breakdown(
-                step, result.categories)))
-        seconds = time.perf_counter() - start
-        # The best rate seen: a census slowed by a busy machine must not cancel the next.
-        rate = seconds / max(1, blocks)
-        self._census_seconds_per_block = min(rate, self._census_seconds_per_block) if (
-            self._census_measured) else rate
-        self._census_measured = True
-        self.latest_census = (step, result.tensors, result.tensor_bytes)
-        # The census's scan list (one pointer per object), freed before the step resumes.
-        scan = 8 * result.gc_objects
-        if scan > self.own_memory.get("census_scan_bytes", 0):
-            self.own_memory["census_scan_bytes"] = scan
-        self._add_rows("census", [(step, time.time(), seconds * 1000.0, reason, result.tensors,
-                                   result.tensor_bytes, result.grad_fn_tensors,
-                                   result.graph_nodes, result.graph_bytes, result.gc_objects)])
-        self._add_rows("census_tensors", [(step, dev, dtype, n, b) for (dev, dtype), (n, b)
-                                          in result.by_device_dtype.items()])
-        self._add_rows("census_types", [(step, name, n) for name, n in result.top_types])
-        self.scheduler.ran("census", step, seconds)
-
-    def _breakdown(self, step: int, tensors: dict[str, int]) -> list[tuple[str | int, ...]]:
-        """Split the measured memory at this census (readings taken together, now that
-        the census has freed its scan)."""
-        from torchleak.record.probes.breakdown import HostReader, host_split, measure_cuda
-
-        if self._host is None:
-            self._host = HostReader()
-        small, malloc_in_use = self._host.heap()
-        _rss, uss = self._main.read()
-        split = host_split(tensors, uss, self.workers_uss, small, malloc_in_use)
-        if self._cuda is not None and "cuda" not in self._disabled:
-            split.update(measure_cuda(tensors, self._cuda.latest))
-        return [(step, name, value) for name, value in split.items()]
+    def note_own_memory(self, key: str, nbytes: int) -> None:
+        if nbytes > self.own_memory.get(key, 0):
+            self.own_memory[key] = nbytes
 
     # marks, events, failures ---------------------------------------------------------------
     def mark(self, name: str, value: str | None = None) -> None:
@@ -525,8 +477,3 @@ def _process_start(now_perf: float) -> float:
     except (psutil.Error, OSError):
         age = 0.0
     return now_perf - age
-
-
-def _holder_row(step: int, s: HolderSample) -> tuple[Any, ...]:
-    return (step, s.holder, s.kind, s.type_name, s.length, s.bytes, s.tensors, s.tensor_bytes,
-            s.grad_fn_tensors, s.graph_nodes, json.dumps(s.detail, default=str) if s.detail else None)
