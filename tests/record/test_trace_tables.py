@@ -9,6 +9,7 @@ from pathlib import Path
 
 from recordkit import record, write_script
 
+from torchleak.record.probe import registered
 from torchleak.trace import rows, tables
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,6 +54,14 @@ def test_a_recorded_trace_has_the_declared_tables_and_documented_meta(tmp_path: 
         assert ("epoch", 61) in [(m.name, m.step) for m in marks]
         holders = {r.holder for r in rows.read(conn, tables.HOLDERS)}
         assert any(h.endswith("kept") for h in holders), holders
+        # Every registered probe ran, within its budget share, and wrote its tables.
+        costs = run.meta("probe_costs")
+        for probe in registered():
+            assert costs[probe.name]["runs"] >= 1, (probe.name, costs)
+            for table in probe.tables:
+                count = conn.execute(f"SELECT COUNT(*) FROM {table.name}").fetchone()[0]
+                assert count >= 1, (probe.name, table.name)
+        assert not run.meta("probes_disabled")
     finally:
         conn.close()
 
