@@ -58,9 +58,9 @@ def test_a_recorded_trace_has_the_declared_tables_and_documented_meta(tmp_path: 
         costs = run.meta("probe_costs")
         for probe in registered():
             assert costs[probe.name]["runs"] >= 1, (probe.name, costs)
-            for table in probe.tables:
-                count = conn.execute(f"SELECT COUNT(*) FROM {table.name}").fetchone()[0]
-                assert count >= 1, (probe.name, table.name)
+            written = {t.name: conn.execute(f"SELECT COUNT(*) FROM {t.name}").fetchone()[0]
+                       for t in probe.tables}
+            assert any(written.values()), (probe.name, written)
         assert not run.meta("probes_disabled")
     finally:
         conn.close()

@@ -86,7 +86,7 @@ class Scheduler:
             self.anchored.add(probe)
 
     def due(self, probe: str, step: int, now: float | None = None,
-            estimate: Callable[[], float] | None = None) -> str | None:
+            estimate: Callable[[], float | None] | None = None) -> str | None:
         """The reason to run ``probe`` at ``step`` now, or None.
 
         ``estimate`` re-estimates the cost (the census scales with the heap); it is only
@@ -103,7 +103,8 @@ class Scheduler:
         # A probe's share of the budget, its early anchors not charged to it.
         allowance = self.budget * self.share[probe] * (now - self.started) + self.early_of(probe)
         if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
-            cost.expected = estimate()
+            fresh = estimate()  # None: the probe keeps its measured cost
+            cost.expected = cost.expected if fresh is None else fresh
         if anchor and (step <= EARLY_ANCHOR_LIMIT or probe == "holders"):
             # Early anchors ignore the budget, within reason: a heap of millions of objects
             # (a Dataset of Python tuples) would make one census cost seconds. So do the
