@@ -208,6 +208,14 @@ BREAKDOWN = Table("breakdown", "census step x category", "Where the measured mem
     Column("bytes", "INTEGER NOT NULL"),
 ))
 
+OPEN_FILES = Table("open_files", "open files sample", "The process's open file descriptors and "
+                   "threads (`/proc/self/fd`, `/proc/self/task`): handles that pile up end in "
+                   "\"Too many open files\" before memory runs out.", (
+    _step(), _T,
+    Column("fds", "INTEGER", "open file descriptors (sockets and shared memory included)"),
+    Column("threads", "INTEGER", "the process's threads"),
+))
+
 FINDINGS = Table("findings", "finding", "The judgement's findings, written by the live "
                  "detector (phase `live`, replaced at each pass, suspects included with "
                  "`called` null) and by the end-of-run report (phase `final`).", (
@@ -224,7 +232,7 @@ FINDINGS = Table("findings", "finding", "The judgement's findings, written by th
 
 TABLES: tuple[Table, ...] = (META, STEPS, PROCESS_SAMPLES, HEAP_SAMPLES, CUDA_SAMPLES, CENSUS,
                              CENSUS_TENSORS, CENSUS_TYPES, HOLDERS, HOLDER_WALKS, MARKS,
-                             EVENTS, BREAKDOWN, FINDINGS)
+                             EVENTS, BREAKDOWN, OPEN_FILES, FINDINGS)
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 APPENDED: tuple[Table, ...] = tuple(t for t in TABLES if t.appended)
 
