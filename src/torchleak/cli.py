@@ -47,12 +47,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; {hint}\n")
 
 
+class _Version(argparse.Action):
+    """``--version``: the installed version, read only when asked (reading the package
+    metadata costs tens of milliseconds every run would pay)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        parser.exit(0, _version() + "\n")
+
+
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
     parser = _Parser(
         prog="torchleak",
         description="Find, explain and stop memory leaks in PyTorch training.",
     )
-    parser.add_argument("--version", action="version", version=_version())
+    parser.add_argument("--version", action=_Version, nargs=0,
+                        help="show the installed version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     wanted = next((a for a in argv if not a.startswith("-")), None)
     parser.command = wanted if wanted in COMMANDS else None
