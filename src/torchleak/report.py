@@ -47,6 +47,11 @@ class Finding:
     retained_bytes: int | None = None  # the holder's own size at ``retained_at_step``
     retained_at_step: int | None = None
     holder_path: str | None = None  # referrer path from a user-visible root
+    # The holder's identity, set once by the analysis (never parsed back out of
+    # ``culprit`` or ``holder_path``): the name a user greps for (``train_outputs``,
+    # ``build_mask``) and its kind (container | tensor | hooks | cache | ...).
+    holder_name: str | None = None
+    holder_kind: str | None = None
     source: str | None = None  # file:line: code that adds to it, when found
     pattern: str | None = None  # anchor in docs/patterns.md
     pattern_title: str | None = None

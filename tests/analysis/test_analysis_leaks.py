@@ -17,6 +17,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torchleak
+from torchleak.analysis.diff import holder_name as diff_holder_name
 from harness import Recorded, assert_leak, assert_rate, growth_per_step, record_loop
 from loops import BATCH, HIDDEN, IN, graph_nodes, make_batches, make_model
 
@@ -385,7 +386,11 @@ scenarios = pytest.mark.parametrize("leak_run", list(LEAKS), indirect=True)
 @scenarios
 def test_verdict_names_the_holder(leak_run: tuple[Leak, Recorded]) -> None:
     leak, run = leak_run
-    assert_leak(run, *leak.names, kind=leak.kind)
+    finding = assert_leak(run, *leak.names, kind=leak.kind)
+    if finding.holder_path:  # the holder's identity travels as fields, not parsed text
+        assert finding.holder_name and finding.holder_name in finding.holder_path, finding
+        assert finding.holder_kind, finding
+        assert diff_holder_name(finding) == finding.holder_name
 
 
 @scenarios

@@ -173,7 +173,7 @@ RETENTION_PREFIX = {
 
 
 def advice_for(kind: str, name: str = "", script: str = "SCRIPT") -> Advice:
+    """``name``: the holder's name as a user greps for it (``Finding.holder_name``)."""
     base = _ADVICE.get(kind, _ADVICE[K.MEMORY])
-    short = name.split(" ")[0].split(".")[-1] if name else "it"
-    return Advice(base.fix.replace("{name}", short).replace("{script}", script),
+    return Advice(base.fix.replace("{name}", name or "it").replace("{script}", script),
                   base.pattern)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchleak.analysis.holders import name_in_path
 from torchleak.analysis.thresholds import MEDIUM_BYTES_PER_STEP, MIB
 from torchleak.report import Finding, Report, Signal
 from torchleak.vocab import Signal as S
@@ -168,9 +169,10 @@ def holder_key(finding: Finding) -> str:
 
 def holder_name(finding: Finding) -> str:
     """``train().epoch_logits`` -> ``epoch_logits``; unnamed growth keeps its culprit."""
-    if finding.holder_path:
-        return finding.holder_path.split(" ")[0].split(".")[-1].split("[")[0].rstrip("()") or (
-            finding.holder_path)
+    if finding.holder_name:
+        return finding.holder_name
+    if finding.holder_path:  # a report written before findings carried the name
+        return name_in_path(finding.holder_path) or finding.holder_path
     return finding.culprit.split(" (")[0].split(":")[0]
 
 

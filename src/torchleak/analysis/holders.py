@@ -149,7 +149,8 @@ def _judge(data: RunData, holder: HolderSeries, metric: Metric, all_steps: list[
         fix=advice.fix, pattern=advice.pattern.anchor, pattern_title=advice.pattern.title,
         signal=_signal_of(holder), holder_bytes_per_step=round(own_rate, 1) if own_rate else None,
         objects_per_step=round(_item_rate(holder, metric, trend, warmup), 4),
-        per_epoch=per_epoch, holder_path=holder.holder,
+        per_epoch=per_epoch, holder_path=holder.holder, holder_name=name or None,
+        holder_kind=holder.kind,
         retained_bytes=int(holder.bytes[-1]) or None, retained_at_step=int(holder.steps[-1]),
         source=find_source(data.meta.get("script"), holder.kind, name) or holder.detail.get(
             "source"),
@@ -185,7 +186,14 @@ def short_name(holder: HolderSeries) -> str:
     """The identifier a user would grep for: ``train_outputs``, ``build_pair_mask``."""
     if holder.kind == "cache":
         return str(holder.detail.get("function", "")).split(".")[-1]
-    return holder.holder.split(" ")[0].split(".")[-1].split("[")[0].rstrip("()")
+    return name_in_path(holder.holder)
+
+
+def name_in_path(path: str) -> str:
+    """The last name of a holder's path (``train().epoch_logits[3]`` -> ``epoch_logits``):
+    the one reading of a path, for a holder and for a report that predates
+    ``Finding.holder_name``."""
+    return path.split(" ")[0].split(".")[-1].split("[")[0].rstrip("()")
 
 
 def _graph_of_growing_model(holder: HolderSeries) -> bool:

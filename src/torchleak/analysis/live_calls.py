@@ -24,31 +24,33 @@ def live_outcome(data: RunData, report: Report) -> dict[str, Any] | None:
     for call in live.get("calls") or []:
         if not isinstance(call, dict):
             continue
-        key = str(call.get("key") or "")
-        kept = _kept(report, key)
+        target = _target(call)
+        kept = _kept(report, target)
         step = int(number(call.get("step")) or 0)
         culprit = str(call.get("culprit") or "")
         why = str(call.get("why") or "")
         if not kept:
-            why = f"the warning at step {step:,} was withdrawn: {_withdrawn(data, key)}"
+            why = f"the warning at step {step:,} was withdrawn: {_withdrawn(data, target)}"
         calls.append({"step": step, "culprit": culprit, "kept": kept, "why": why})
     return {"tier": tier, "calls": calls}
 
 
-def _target(key: str) -> str:
-    """The holder path or signal a finding key names (``kind:path``)."""
+def _target(call: dict[str, Any]) -> str:
+    """The holder path or signal a call names (a trace from before calls carried their
+    ``target`` has only the ``kind:target`` key)."""
+    if call.get("target"):
+        return str(call["target"])
+    key = str(call.get("key") or "")
     return key.split(":", 1)[1] if ":" in key else key
 
 
-def _kept(report: Report, key: str) -> bool:
+def _kept(report: Report, target: str) -> bool:
     """The end keeps a call on the same holder, or on the same signal: growth the live
     detector could not name yet is kept when the end names who holds it."""
-    target = _target(key)
     return any(target in (f.holder_path, f.signal) for f in report.serious)
 
 
-def _withdrawn(data: RunData, key: str) -> str:
-    target = _target(key)
+def _withdrawn(data: RunData, target: str) -> str:
     holder = data.holders.get(target)
     if holder is not None and holder.length:
         return _holder_reason(holder)

@@ -131,7 +131,7 @@ def _explain_excess(data: RunData, group: list[HolderFinding], measured: float,
     finding.evidence.extend(cause.evidence)
     if cause.kind in (K.ALLOCATOR_RETENTION, K.NATIVE_MEMORY):
         finding.cause = cause.kind
-        name = finding.holder_path.split(".")[-1] if finding.holder_path else "it"
+        name = finding.holder_name or "it"
         advice = advice_for(cause.kind, name, str(data.meta.get("script") or "SCRIPT"))
         # The holder's own fix first (it stops what it keeps), then what stops the rest.
         finding.fix = (f"{finding.fix.rstrip('.')}. "

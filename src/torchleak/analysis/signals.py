@@ -273,7 +273,8 @@ def worker_finding(data: RunData, trend: Trend) -> Finding:
             where = " - " + ", ".join(parts) + " touched by workers (copy-on-read)"
         elif filled:
             # Nothing big to un-share: what grows is state each worker keeps for itself.
-            advice = advice_for(WORKER_STATE_ADVICE, filled[0])
+            first = next(attr for attr, v in small.items() if isinstance(v, dict))
+            advice = advice_for(WORKER_STATE_ADVICE, first)
             where = (f" - each worker's own copy of {', '.join(filled)} may be what grows "
                      "(worker memory is not walked)")
         else:

@@ -126,7 +126,8 @@ class LiveDetector:
             if finding.serious and finding.called and key not in self.first_fired:
                 self.first_fired[key] = data.steps
                 self.calls.append(LiveCall(data.steps, finding.culprit, key, finding.called,
-                                           finding.detected_at_step))
+                                           finding.detected_at_step,
+                                           finding.holder_path or finding.signal))
                 fired.append(finding)
                 self._writer.add("events", (time.time(), data.steps, "detection",
                                             "live_detector", finding.culprit))
@@ -174,6 +175,7 @@ class LiveCall:
     key: str
     why: str
     detected_at_step: int | None = None
+    target: str = ""  # the holder path, or the signal when no holder is named
 
 
 def _live_verdict(report: Report, suspected: dict[str, int]) -> None:

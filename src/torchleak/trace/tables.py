@@ -267,7 +267,8 @@ META_KEYS: dict[str, str] = {
     "writer_dropped": "rows dropped while the disk or database refused them",
     "live": "the live detector's verdict: `step`, `verdict` (`leak` only with a called "
             "finding), `reason`, `tier` (`none`/`suspected`/`called`), `calls` (`step`, "
-            "`culprit`, `key`, `why`, `detected_at_step` of each call), `suspects`",
+            "`culprit`, `key`, `why`, `detected_at_step`, `target` (the holder path or "
+            "signal) of each call), `suspects`",
     "report": "the final Report",
     "control": "the `attach` socket: `mode` `full`/`observe`/`off`, `socket`, `protocol`, "
                "`pid`, or the `reason` none is served (docs/attach.md)",
