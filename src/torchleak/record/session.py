@@ -36,13 +36,11 @@ from torchleak.trace.writer import TraceWriter
 from torchleak.vocab import RunStatus
 
 if TYPE_CHECKING:
+    from torchleak.record.cuda_watch import CudaWatch
     from torchleak.record.probes.heap import HeapSample
     from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
     from torchleak.record.probes.holders import HolderSample
 
-# Whether the program has initialised CUDA is asked every this many steps until it has
-# (the question costs ~15 us: too dear for every step of a CPU run).
-CUDA_CHECK_EVERY = 64
 # Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
 # steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
 HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
@@ -74,9 +72,7 @@ class Recorder:
         self._walk: HolderWalk | None = None  # the holder walk and its quick re-measure
         self._quick: QuickRemeasure | None = None
         self._probes: list[Probe] = []  # the other scheduled probes (``probe.register``)
-        self._cuda: Any = None
-        self._cuda_live = False
-        self.cuda_history: Any = None  # CudaHistory, once torch is in
+        self.cuda: CudaWatch | None = None  # once torch is in
         self._modes: Any = None
         self._loaders: Any = None
         self._hook: Any = None
@@ -124,8 +120,7 @@ class Recorder:
 
         from torchleak.record.phases import LoaderWatcher, ModeWatcher
         from torchleak.record.probe import registered
-        from torchleak.record.probes.cuda import CudaProbe
-        from torchleak.record.probes.cuda_history import CudaHistory
+        from torchleak.record.cuda_watch import CudaWatch
         from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
 
         self.torch_attached = True
@@ -134,8 +129,7 @@ class Recorder:
         self._probes = [probe() for probe in registered()]
         for probe in (self._walk, self._quick, *self._probes):
             self.scheduler.add(probe.name, probe.cost)
-        self._cuda = CudaProbe()
-        self.cuda_history = CudaHistory(self.writer.path.parent)
+        self.cuda = CudaWatch(self, self.writer.path.parent)
         self._modes = ModeWatcher(self.mark)
         self._modes.install()
         self._loaders = LoaderWatcher(self.mark)
@@ -167,8 +161,8 @@ class Recorder:
         if self.step > 0 and self._walk is not None:
             # Module globals and registries outlive the script; its locals do not.
             self._run_probe(self._walk, self.step, None, "end")
-        if self.cuda_history is not None and self.cuda_history.recording:
-            self._safely("cuda_history", self.save_cuda_history)
+        if self.cuda is not None:
+            self._safely("cuda_history", self.cuda.save_history)
         if self._sampler.error is not None:
             self.event("probe_disabled", "process_sampler", self._sampler.error)
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
@@ -189,17 +183,6 @@ class Recorder:
     def _forked(self) -> None:
         # DataLoader workers inherit us: they must never record into the parent's trace.
         self._in_child = True
-
-    def _cuda_started(self) -> bool:
-        from torchleak.record.probes.cuda import cuda_in_use
-
-        self._cuda_live = "cuda" not in self._disabled and cuda_in_use()
-        if self._cuda_live:
-            from torchleak.record.probes.cuda import device_names
-
-            self._safely("cuda_devices",
-                         lambda: self.writer.set_meta("gpu_totals", device_names()))
-        return self._cuda_live
 
     def _writer_fault(self, reason: str) -> None:
         self._disabled.add("trace")
@@ -239,21 +222,13 @@ class Recorder:
             self._run_probe(self._walk, self.step, frame, reason)
             for probe in self._probes:
                 self._run_probe(probe, self.step, frame, reason)
-        if self._cuda_live:
-            self._safely("cuda_history", self.save_cuda_history)
+        if self.cuda is not None and self.cuda.live:
+            self._safely("cuda_history", self.cuda.save_history)
 
     def start_cuda_history(self) -> None:
         """Record the CUDA allocator's history from now on (a CUDA finding was called)."""
-        if self._cuda_live and self.cuda_history is not None and "cuda_history" not in self._disabled:
-            self._safely("cuda_history", lambda: self.cuda_history.start(self.step))
-
-    def save_cuda_history(self) -> None:
-        if self.cuda_history is None or not self.cuda_history.recording:
-            return
-        path = self.cuda_history.save()
-        if path is not None:
-            self.writer.set_meta("cuda_snapshot", str(path))
-            self.event("cuda_snapshot", "cuda", f"allocator history saved to {path}")
+        if self.cuda is not None:
+            self.cuda.start_history()
 
     def walk_now(self, frame: FrameType | None) -> list[HolderSample]:
         """A holder walk whose samples are returned (and recorded): attach --walk, cleanup."""
@@ -303,11 +278,8 @@ class Recorder:
         self.step += 1
         step = self.step
         rss, uss = self._main.read()
-        if self._cuda_live or (self._cuda is not None and step % CUDA_CHECK_EVERY == 1
-                               and self._cuda_started()):
-            self._safely("cuda", lambda: self._add_rows("cuda_samples", self._cuda.sample(step)))
-            if self.cuda_history.due(step):
-                self._safely("cuda_history", self.save_cuda_history)
+        if self.cuda is not None:
+            self.cuda.at_boundary(step)
         # Two comparisons on most steps: the scheduler knows from which step, or from
         # which time, anything can next run.
         if self._walk is not None and (self._phase_changed or step in ALL_ANCHORS
@@ -391,9 +363,10 @@ class Recorder:
     @property
     def cuda_latest(self) -> dict[int, tuple[int, ...]] | None:
         """The CUDA allocator's latest per-device reading, while CUDA is recorded."""
-        if self._cuda is None or "cuda" in self._disabled:
-            return None
-        return self._cuda.latest  # type: ignore[no-any-return]
+        return self.cuda.latest if self.cuda is not None else None
+
+    def add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+        self._add_rows(table, rows)
 
     def note_own_memory(self, key: str, nbytes: int) -> None:
         if nbytes > self.own_memory.get(key, 0):
@@ -427,8 +400,8 @@ class Recorder:
             self._disable(probe, err)
 
     def _disable(self, probe: str, err: BaseException) -> None:
-        if probe == "cuda":
-            self._cuda_live = False
+        if probe == "cuda" and self.cuda is not None:
+            self.cuda.live = False
         if probe not in self._disabled:
             self._disabled.add(probe)
             self.event("probe_disabled", probe, f"{type(err).__name__}: {err}")

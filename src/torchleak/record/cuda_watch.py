@@ -1,0 +1,74 @@
+"""The CUDA side of a recording: the allocator's counters at every step once the program
+itself uses CUDA, and the allocator's history once a CUDA finding is called.
+
+Whether the program has initialised CUDA is asked every ``CHECK_EVERY`` steps until it
+has (the question costs ~15 us: too dear for every step of a CPU run). Never initialises
+CUDA itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Protocol
+
+from torchleak.record.probes.cuda import CudaProbe, cuda_in_use, device_names
+from torchleak.record.probes.cuda_history import CudaHistory
+
+CHECK_EVERY = 64
+
+
+class CudaHost(Protocol):
+    """What the watch needs of the recorder."""
+
+    @property
+    def step(self) -> int: ...
+
+    def allowed(self, probe: str) -> bool: ...
+
+    def safely(self, probe: str, action: Callable[[], None]) -> None: ...
+
+    def set_meta(self, key: str, value: Any) -> None: ...
+
+    def event(self, kind: str, source: str, message: str) -> None: ...
+
+    def add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None: ...
+
+
+class CudaWatch:
+    def __init__(self, host: CudaHost, folder: Path) -> None:
+        self._host = host
+        self._probe = CudaProbe()
+        self.history = CudaHistory(folder)
+        self.live = False  # the program uses CUDA and the probe works
+
+    def at_boundary(self, step: int) -> None:
+        if self.live or (step % CHECK_EVERY == 1 and self._started()):
+            host = self._host
+            host.safely("cuda", lambda: host.add_rows("cuda_samples", self._probe.sample(step)))
+            if self.history.due(step):
+                host.safely("cuda_history", self.save_history)
+
+    def _started(self) -> bool:
+        self.live = self._host.allowed("cuda") and cuda_in_use()
+        if self.live:
+            self._host.safely("cuda_devices",
+                              lambda: self._host.set_meta("gpu_totals", device_names()))
+        return self.live
+
+    @property
+    def latest(self) -> dict[int, tuple[int, ...]] | None:
+        """The latest per-device reading, while CUDA is recorded."""
+        return self._probe.latest if self._host.allowed("cuda") else None
+
+    def start_history(self) -> None:
+        if self.live and self._host.allowed("cuda_history"):
+            self._host.safely("cuda_history", lambda: self.history.start(self._host.step))
+
+    def save_history(self) -> None:
+        if not self.history.recording:
+            return
+        path = self.history.save()
+        if path is not None:
+            self._host.set_meta("cuda_snapshot", str(path))
+            self._host.event("cuda_snapshot", "cuda", f"allocator history saved to {path}")
