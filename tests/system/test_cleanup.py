@@ -117,7 +117,7 @@ def test_cuda_step_runs_only_where_cuda_is_in_use(monkeypatch: pytest.MonkeyPatc
     assert calls == ["empty_cache", "ipc_collect"]
     assert step.status == "done" and step.freed_cuda == 2 * 2**30
     assert result.freed_cuda == 2 * 2**30 and not result.freed_nothing
-    assert "freed 2 GiB CUDA reserved" in str(result)
+    assert "2 GiB CUDA reserved" in str(result)  # the total may also count USS gc freed
 
 
 def test_cuda_is_never_initialised_by_cleanup(python) -> None:  # noqa: ANN001

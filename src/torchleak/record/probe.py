@@ -14,7 +14,7 @@ A probe that runs at step boundaries when the scheduler grants it is one class:
 ``register`` is the one line that wires it in: the recorder imports every module of
 ``torchleak.record.probes`` once torch is imported, and finds every registered probe; gives each its share of the overhead budget, runs it through one
 path that times it and charges the time to that share, and switches it off (with an
-event in the trace) the first time it raises. docs/contributing.md walks through it.
+event in the trace) the first time it raises. CONTRIBUTING.md ("Add a probe") walks through it.
 """
 
 from __future__ import annotations
