@@ -1,14 +1,21 @@
 """torch.compile sees nothing of torchleak: a compiled model trained with an optimizer
 step outside the compiled code compiles the same graphs as without torchleak (the global
 forward hooks that count steps before the first optimizer step stay, inert, once the
-compiler has seen them: removing them would recompile)."""
+compiler has seen them: removing them would recompile). An optimizer step inside compiled
+code is counted once per real step by the call torchleak puts into the compiled code:
+no recompile, no graph break, the graphs unchanged but for that call (a graph of its own
+after torch.optim's update, which breaks the graph around itself)."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
-from recordkit import Recorded, RunPool, prefetch, record, run_python, weight, write_script
+from recordkit import (Recorded, RunPool, prefetch, record, run_python, weight,
+                       without_our_lines, write_script)
 
 pytestmark = pytest.mark.slow
 
@@ -45,3 +52,254 @@ def test_a_compiled_model_is_not_recompiled_when_the_optimizer_takes_over(
     assert recorded.proc.stdout == plain.stdout  # the same graph count and loss
     assert recorded.meta("step_definition") is not None
     assert recorded.scalar("SELECT MAX(step) FROM steps") == 30
+
+
+# A whole training step compiled: the optimizer steps inside compiled code, where its
+# hook is traced, not run. The counting backend lists each graph's operators, so the
+# plain and the recorded run can be compared graph by graph.
+COMPILED_STEP = """
+    import json
+    import re
+    import sys
+
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    graphs = []
+
+
+    def counting(gm, example_inputs):
+        graphs.append(sorted({re.sub(" at 0x[0-9a-f]+", "", str(n.target))
+                              for n in gm.graph.nodes
+                              if n.op in ("call_function", "call_method")}))
+        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+
+    model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(),
+                                torch.nn.Linear(16, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+    @torch.compile(backend=counting)
+    def train_step(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+
+    kept = []
+    for step in range({steps}):
+        loss = train_step(torch.randn(8, 16))
+        if "leak" in sys.argv:
+            kept.append(torch.zeros(65536))  # 256 KiB a step, never released
+    print("graphs", json.dumps(graphs))
+    print("breaks", sum(counters["graph_break"].values()))
+    print("recompiles", sum(counters["recompiles"].values()))
+    print("loss", round(loss.item(), 4))
+"""
+STEPS = 60
+STEP_CALL = ["torchleak.step.default"]
+
+# Two optimizers of the program's own whose step() the compiler traces whole, stepping in
+# turn inside one compiled function (a GAN's D then G).
+INLINE_STEPS = """
+    import torch
+    from torch._dynamo.utils import counters
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    graphs = []
+
+
+    def counting(gm, example_inputs):
+        graphs.append(len(gm.graph.nodes))
+        return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
+
+
+    class PlainSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.add_(p.grad, alpha=-group["lr"])
+
+
+    d, g = torch.nn.Linear(16, 1), torch.nn.Linear(8, 16)
+    opt_d, opt_g = PlainSGD(d.parameters(), lr=0.01), PlainSGD(g.parameters(), lr=0.01)
+
+
+    @torch.compile(backend=counting)
+    def train_step(z):
+        loss_d = d(g(z).detach()).pow(2).mean()
+        loss_d.backward()
+        opt_d.step()
+        opt_d.zero_grad()
+        loss_g = (1 - d(g(z))).pow(2).mean()
+        loss_g.backward()
+        opt_g.step()
+        opt_g.zero_grad()
+        return loss_g
+
+
+    for step in range(40):
+        loss = train_step(torch.randn(4, 8))
+    print("graphs", len(graphs), sum(graphs))
+    print("breaks", sum(counters["graph_break"].values()))
+    print("recompiles", sum(counters["recompiles"].values()))
+    print("loss", round(loss.item(), 4))
+"""
+
+
+def _lines(stdout: str) -> dict[str, str]:
+    return dict(line.split(" ", 1) for line in stdout.splitlines() if " " in line)
+
+
+def _unstamped(stderr: str) -> str:
+    """torch's log lines without their time and process id."""
+    return re.sub(r"(?m)^([IWEV])\d{4} [\d:.]+ \d+ ", r"\1 ", stderr)
+
+
+def _compiled_step_script(folder: Path, name: str) -> Path:
+    return write_script(folder, name, COMPILED_STEP.replace("{steps}", str(STEPS)))
+
+
+@prefetch
+@weight(4)
+def compiled_step(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded, Path]:
+    script = _compiled_step_script(folder, "compiled_step.py")
+    report = folder / "report.json"
+    return (run_python([script.name], cwd=folder, timeout=300),
+            record(folder, script, options=("--quiet", "--json", str(report))), report)
+
+
+@prefetch
+@weight(4)
+def compiled_leak(folder: Path) -> tuple[Recorded, Path]:
+    script = _compiled_step_script(folder, "compiled_leak.py")
+    report = folder / "report.json"
+    return record(folder, script, "leak", options=("--quiet", "--json", str(report))), report
+
+
+@prefetch
+@weight(3)
+def inline_steps(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "inline_steps.py", INLINE_STEPS)
+    return (run_python([script.name], cwd=folder, timeout=300),
+            record(folder, script, options=("--quiet",)))
+
+
+def test_an_optimizer_step_inside_compiled_code_is_one_step_and_the_run_is_judged(
+        runs: RunPool) -> None:
+    plain, recorded, report = runs.get(compiled_step)
+    assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr[-3000:]
+    assert recorded.scalar("SELECT COUNT(*) FROM steps") == STEPS
+    assert recorded.meta("step_definition").startswith("one optimizer step cycle")
+    assert recorded.rows("SELECT source FROM events WHERE kind = 'step_source' AND message "
+                         "LIKE '%inside torch.compile are counted at run time%'") == [
+                             ("optimizer",)]
+    assert json.loads(report.read_text())["verdict"] == "no_leak"
+
+
+def test_the_compiled_graphs_are_the_plain_runs_plus_one_holding_only_the_step_call(
+        runs: RunPool) -> None:
+    plain, recorded, _ = runs.get(compiled_step)
+    before, after = _lines(plain.stdout), _lines(recorded.proc.stdout)
+    # No recompile, no graph break, the same training.
+    assert {k: after[k] for k in ("breaks", "recompiles", "loss")} == {
+        k: before[k] for k in ("breaks", "recompiles", "loss")}
+    # torch.optim's step breaks the graph around its update: the call that counts the
+    # step is compiled in the graph-less part after it, the other graphs unchanged.
+    assert json.loads(after["graphs"]) == [*json.loads(before["graphs"]), STEP_CALL]
+    assert _unstamped(without_our_lines(recorded.proc.stderr)) == _unstamped(plain.stderr)
+
+
+def test_a_leak_outside_a_compiled_step_is_called_a_leak(runs: RunPool) -> None:
+    recorded, report = runs.get(compiled_leak)
+    assert recorded.proc.returncode == 0, recorded.proc.stderr[-3000:]
+    assert recorded.scalar("SELECT COUNT(*) FROM steps") == STEPS
+    found = json.loads(report.read_text())
+    assert found["verdict"] == "leak"
+    assert found["findings"][0]["culprit"].startswith("global kept in compiled_leak.py")
+
+
+def test_optimizers_traced_whole_inside_a_compiled_step_keep_every_graph_as_it_was(
+        runs: RunPool) -> None:
+    plain, recorded = runs.get(inline_steps)
+    assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr[-3000:]
+    before, after = _lines(plain.stdout), _lines(recorded.proc.stdout)
+    assert {k: after[k] for k in ("breaks", "recompiles", "loss")} == {
+        k: before[k] for k in ("breaks", "recompiles", "loss")}
+    graphs, nodes = map(int, before["graphs"].split())
+    # The same graphs, the one holding each update gaining the step call (one node each).
+    assert after["graphs"] == f"{graphs} {nodes + 2}"
+    assert recorded.scalar("SELECT COUNT(*) FROM steps") == 40  # one per D+G pair
+
+
+# A backend that drops the step call, as a dead-code pass that ignores side effects
+# would. Time samples come sooner than in a real run (30 s idle, then every 2 s).
+DROPPED_CALL = """
+    import time
+
+    from torchleak.live.engine import active_monitor
+    from torchleak.record.steps import TimeSteps
+
+    TimeSteps.IDLE, TimeSteps.INTERVAL = 1.0, 0.2
+    import torch
+
+
+    def dropping(gm, example_inputs):
+        for node in list(gm.graph.nodes):
+            if node.op == "call_function" and str(node.target).startswith("torchleak."):
+                gm.graph.erase_node(node)
+        gm.recompile()
+        return gm.forward
+
+
+    model = torch.nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+    @torch.compile(backend=dropping)
+    def train_step(x):
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+
+    recorder = active_monitor().recorder
+    train_step(torch.randn(8, 16))  # compiled here: the step call is traced, then dropped
+    # Until 5 time samples, 2 of them after the compile, however few turns a busy machine
+    # gives the sampler: the deadline only stops a sampler that never samples.
+    enough = max(5, recorder.step + 2)
+    deadline = time.monotonic() + 120
+    while recorder.step < enough and time.monotonic() < deadline:
+        train_step(torch.randn(8, 16))
+        time.sleep(0.001)
+    print("done", recorder.step)
+"""
+
+
+@prefetch
+def dropped_call(folder: Path) -> Recorded:
+    return record(folder, write_script(folder, "dropped_call.py", DROPPED_CALL),
+                  options=("--quiet",))
+
+
+def test_compiled_code_that_never_makes_the_step_call_falls_back_to_time_samples(
+        runs: RunPool) -> None:
+    run = runs.get(dropped_call)
+    assert run.proc.returncode == 0 and "done" in run.proc.stdout, run.proc.stderr[-3000:]
+    assert run.scalar("SELECT COUNT(*) FROM steps") >= 5
+    assert run.meta("step_definition").startswith("one sample every")
+    assert run.rows("SELECT source FROM events WHERE kind = 'step_source' AND message "
+                    "LIKE '%never made torchleak''s step call%'") == [("time",)]

@@ -118,6 +118,7 @@ class Recorder:
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
+        from torchleak.record.compiled_steps import step_marker
         from torchleak.record.phases import LoaderWatcher, ModeWatcher
         from torchleak.record.probe import registered
         from torchleak.record.cuda_watch import CudaWatch
@@ -135,10 +136,13 @@ class Recorder:
         self._loaders = LoaderWatcher(self.mark)
         self._loaders.install()
         is_compiling = torch.compiler.is_compiling
+        mark_compiled = step_marker()
 
         def on_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-            # Inside torch.compile this is all the compiler sees: no graph break, no warning.
+            # Inside torch.compile this is all the compiler sees: no graph break, no warning;
+            # the step is counted at run time by the call it puts in (compiled_steps).
             if is_compiling():
+                mark_compiled(optimizer)
                 return
             self._on_optimizer_step(optimizer)
 

@@ -9,6 +9,8 @@ optimizer stops stepping while another keeps stepping (a new optimizer for a sec
 training stage), the other one takes over. An optimizer created anew (``opt =
 Adam(model.parameters())`` after the model grew) replaces the boundary optimizer it
 follows at its first ``step()`` once the old one is gone (garbage), so no step is lost.
+A ``step()`` inside ``torch.compile``d code counts the same, at run time, through the call
+the hook puts into the compiled code (``compiled_steps``).
 
 Loops without a ``torch.optim`` optimizer (evaluation, inference, RL rollouts) need no
 code change: while no optimizer step has been seen, a step is one forward call of the
@@ -32,6 +34,8 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any, Protocol
 
+from torchleak.record import compiled_steps
+
 
 class BoundaryTarget(Protocol):
     """What the step sources need of the recorder they drive."""
@@ -41,6 +45,9 @@ class BoundaryTarget(Protocol):
 
     @property
     def in_child(self) -> bool: ...
+
+    @property
+    def clock(self) -> StepClock: ...
 
     def boundary(self, frame: FrameType | None) -> None: ...
 
@@ -282,6 +289,8 @@ class StepSources:
         self.current: str | None = None
         self._forward: ForwardSteps | None = None
         self._time: TimeSteps | None = None
+        self._compiled_seen = False  # compiled steps counted: said in an event
+        self._dropped_said = False  # compiled steps traced, none counted: said in an event
 
     def attach(self) -> None:
         """Called once torch is imported, on the thread that will run the loop."""
@@ -290,8 +299,10 @@ class StepSources:
         self._time = TimeSteps(self._time_sample, lambda: self.current not in (None, "time"),
                                threading.get_ident())
         self._time.start()
+        compiled_steps.listen(self._compiled_step)
 
     def detach(self) -> None:
+        compiled_steps.unlisten(self._compiled_step)
         if self._forward is not None:
             self._forward.remove(final=True)
         if self._time is not None:
@@ -310,6 +321,26 @@ class StepSources:
             recorder.event("step_source", source, f"steps counted by {source} from step "
                            f"{recorder.step + 1} (before: {previous})")
 
+    def _compiled_step(self, key: int, frame: FrameType | None) -> None:
+        """An optimizer step made inside compiled code (``compiled_steps``): ``key`` is
+        the optimizer's id, fixed when the code was traced."""
+        recorder = self._recorder
+        if recorder.in_child:
+            return
+        try:
+            closes = recorder.clock.observe(key)
+            if not self._compiled_seen:
+                self._compiled_seen = True
+                recorder.event("step_source", "optimizer", "optimizer steps inside "
+                               "torch.compile are counted at run time by torchleak's step "
+                               f"operator ({compiled_steps.OP_NAME}) in the compiled code")
+            if closes and self.current != "optimizer":
+                self.switch("optimizer")
+        except Exception:  # noqa: BLE001 - never raise into training (inside compiled code)
+            return
+        if closes:
+            recorder.boundary(frame)
+
     def _forward_boundary(self, frame: FrameType | None) -> None:
         if self.current in ("optimizer", "manual") or self._recorder.in_child:
             return
@@ -323,6 +354,11 @@ class StepSources:
             return
         if self.current is None:
             self.switch("time")
+        if not self._dropped_said and compiled_steps.traced and not compiled_steps.counted:
+            self._dropped_said = True  # the compiler may trace the step after sampling began
+            self._recorder.event("step_source", "time", "optimizer steps run inside "
+                                 "torch.compile and the compiled code never made torchleak's "
+                                 "step call: steps are time samples")
         try:
             self._recorder.boundary(frame)
         except BaseException:  # noqa: BLE001 - a guard stop needs the loop's own thread
