@@ -102,7 +102,8 @@ class Side:
 
 
 def run_once(script: Path, work: Workload, folder: Path, monitored: bool, index: int,
-             side: Side) -> None:
+             side: Side, source: Path | None = None) -> None:
+    """``source``: another tree's ``src`` folder to record with (a baseline)."""
     times_file = folder / f"times-{'mon' if monitored else 'plain'}-{index}.json"
     args = [str(script), str(work.width), str(work.depth), str(work.batch), str(work.steps),
             str(work.warmup), str(times_file)]
@@ -112,6 +113,8 @@ def run_once(script: Path, work: Workload, folder: Path, monitored: bool, index:
     else:
         cmd = [sys.executable, *args]
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, cwd=folder)
     side.walls.append(time.perf_counter() - start)
@@ -130,16 +133,29 @@ def run_once(script: Path, work: Workload, folder: Path, monitored: bool, index:
 
 
 def measure(work: Workload, rounds: int, folder: Path, script: Path,
-            noise: bool = False) -> dict[str, float]:
+            noise: bool = False, baseline: Path | None = None) -> dict[str, float]:
     """``noise``: both sides plain (an A/A run), to see what ratio the machine's own
-    noise produces."""
-    plain, monitored = Side(), Side()
+    noise produces. ``baseline``: another tree's ``src``, recorded in the same rounds."""
+    plain, monitored, base = Side(), Side(), Side()
     for index in range(rounds):
-        # Alternate, and swap who goes first each round, so drifts in load cancel out.
-        order = (False, True) if index % 2 == 0 else (True, False)
-        for side_b in order:  # side B is the monitored one, or plain again in an A/A run
-            run_once(script, work, folder, side_b and not noise, index + 1000 * side_b,
-                     monitored if side_b else plain)
+        # Alternate, and rotate who goes first each round, so drifts in load cancel out.
+        sides = ["plain", "monitored"] + (["baseline"] if baseline is not None else [])
+        shift = index % len(sides)
+        for name in sides[shift:] + sides[:shift]:
+            if name == "plain":
+                run_once(script, work, folder, False, index, plain)
+            elif name == "monitored":  # or plain again in an A/A run
+                run_once(script, work, folder, not noise, index + 1000, monitored)
+            else:
+                run_once(script, work, folder, True, index + 2000, base, baseline)
+    result = _ratios(plain, monitored, noise)
+    if baseline is not None:
+        result.update({f"baseline {k}": v for k, v in _ratios(plain, base, False).items()
+                       if not k.startswith("plain")})
+    return result
+
+
+def _ratios(plain: Side, monitored: Side, noise: bool) -> dict[str, float]:
     med = statistics.median
     if noise:
         return {"A/A step ratio (pooled medians)": med(monitored.step_times) / med(
@@ -177,6 +193,9 @@ def main() -> int:
     parser.add_argument("--only", choices=("tiny", "medium"), help="one workload")
     parser.add_argument("--noise", action="store_true",
                         help="A/A: plain against plain, the noise floor of this machine")
+    parser.add_argument("--baseline", type=Path, metavar="SRC",
+                        help="another tree's src folder, recorded in the same rounds "
+                             "(before/after figures side by side)")
     args = parser.parse_args()
     print(machine_line(), flush=True)
     rounds = 2 if args.quick else args.rounds
@@ -192,7 +211,7 @@ def main() -> int:
                                 work.steps // 3, work.warmup)
             sub = folder / work.name.split()[0]
             sub.mkdir()
-            result = measure(work, rounds, sub, script, args.noise)
+            result = measure(work, rounds, sub, script, args.noise, args.baseline)
             print(f"\n{work.name}: {work.steps} timed steps x {rounds} rounds per side")
             for key, value in result.items():
                 print(f"  {key:38s} {value:10.4f}")

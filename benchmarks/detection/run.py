@@ -31,6 +31,8 @@ import score
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE / "scripts"
 TOOLS = ("plain", "torchleak", "tracemalloc", "objgraph", "memray", "scalene")
+# torchleak from another tree (``--baseline SRC``), run beside this tree's: before/after.
+BASELINE = "torchleak-baseline"
 TIMEOUT = 300  # seconds; a run stopped here reports nothing (plain runs take 5-60 s)
 
 
@@ -38,7 +40,7 @@ def command(tool: str, script: Path, steps: int, work: Path) -> list[str]:
     py = sys.executable
     if tool == "plain":
         return [py, str(script)]
-    if tool == "torchleak":
+    if tool in ("torchleak", BASELINE):
         return [py, "-m", "torchleak", "run", "--quiet", "--out", str(work / "run"), "--json",
                 str(work / "out.json"), str(script)]
     if tool in ("tracemalloc", "objgraph"):
@@ -64,7 +66,7 @@ def collect(tool: str, script: Path, work: Path) -> dict[str, Any] | None:
     data = json.loads(out.read_text())
     if tool == "scalene":
         return _scalene(data, script.name)
-    if tool == "torchleak":
+    if tool in ("torchleak", BASELINE):
         return {"verdict": data.get("verdict"), "findings": data.get("findings"),
                 "overhead": data.get("overhead"), "live": data.get("live"),
                 "guard": data.get("guard")}
@@ -101,7 +103,8 @@ def _scalene(data: dict[str, Any], name: str) -> dict[str, Any]:
     return {"leaks": [], "growth": []}
 
 
-def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dict[str, Any]:
+def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path,
+            baseline: Path | None = None) -> dict[str, Any]:
     target = results / tool / f"{entry['script']}.{repeat}.json"
     if target.exists():
         return json.loads(target.read_text())
@@ -109,6 +112,8 @@ def run_one(tool: str, entry: dict[str, Any], repeat: int, results: Path) -> dic
     work = Path(tempfile.mkdtemp(prefix=f"detect-{tool}-"))
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1",
                TORCHLEAK_RUNS_DIR=str(work / "runs"))
+    if tool == BASELINE and baseline is not None:
+        env["PYTHONPATH"] = str(baseline)
     started = time.perf_counter()
     cpu_before = _children_cpu()
     # A session of its own: a timeout ends the tool's child processes too (Scalene runs
@@ -209,6 +214,9 @@ def main() -> None:
     parser.add_argument("--only", action="append", help="a script name (repeatable)")
     parser.add_argument("--results", type=Path, default=HERE / "results")
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--baseline", type=Path, metavar="SRC",
+                        help=f"another tree's src folder, run as {BASELINE!r} beside "
+                             "torchleak (add it to --tools)")
     parser.add_argument("--cpu-results", type=Path, default=HERE / "results-cpu",
                         help="a second pass of plain and torchleak timed in CPU seconds")
     args = parser.parse_args()
@@ -218,8 +226,8 @@ def main() -> None:
     if not args.table_only:
         for entry in chosen:
             for tool in tools:
-                for repeat in range(args.repeats if tool == "torchleak" else 1):
-                    result = run_one(tool, entry, repeat, args.results)
+                for repeat in range(args.repeats if tool in ("torchleak", BASELINE) else 1):
+                    result = run_one(tool, entry, repeat, args.results, args.baseline)
                     print(f"{tool:12} {entry['script']:28} #{repeat} rc={result['rc']} "
                           f"{result['wall']:.1f} s", flush=True)
     results = load_results(args.results)
@@ -230,8 +238,8 @@ def main() -> None:
         if key[0] != "plain":
             results.setdefault((key[0], key[1], 100 + key[2]), {**result, "cpu_only": True})
     sources = {e["script"]: (SCRIPTS / e["script"]).read_text() for e in manifest}
-    rows = score.table(manifest, results, sources, [t for t in TOOLS if t in tools or
-                                                    args.table_only], plain_cpu)
+    rows = score.table(manifest, results, sources, [t for t in TOOLS + (BASELINE,)
+                                                    if t in tools or args.table_only], plain_cpu)
     print(markdown(rows))
     print()
     print(per_script(rows, manifest))

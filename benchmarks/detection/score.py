@@ -101,7 +101,7 @@ def score_scalene(data: dict[str, Any], entry: dict[str, Any],
 def score(tool: str, data: dict[str, Any], entry: dict[str, Any], source: str
           ) -> tuple[bool, bool]:
     sites = site_lines(entry, source)
-    if tool == "torchleak":
+    if tool.startswith("torchleak"):  # this tree's, or a baseline tree's
         return score_torchleak(data, entry, sites)
     if tool == "tracemalloc":
         return score_tracemalloc(data, entry, sites)
