@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import functools
+import getpass
 import os
+import re
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable
 from types import FrameType, ModuleType
 
@@ -16,10 +19,24 @@ from torchleak.record.probes import access
 _TORCHLEAK_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def _compiler_caches() -> set[str]:
+    """Where torch.compile writes the code it generates (inductor's cache, by torch's own
+    default): modules that are torch's, though they load from outside its folder."""
+    found = {os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")}
+    try:
+        user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
+    except (KeyError, OSError):  # no user name for this uid (a container)
+        user = ""
+    if user:
+        found.add(os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"))
+    return {p for p in found if p}
+
+
 def _library_prefixes() -> tuple[str, ...]:
     paths = sysconfig.get_paths()
     prefixes = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
     prefixes |= {os.path.dirname(os.path.abspath(torch.__file__)), _TORCHLEAK_DIR}
+    prefixes |= _compiler_caches()
     prefixes |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
     return tuple(sorted(os.path.abspath(p) + os.sep for p in prefixes if p))
 
@@ -88,7 +105,8 @@ def _scan_user_modules() -> list[tuple[str, ModuleType]]:
         found.append(("notebook" if "IPython" in sys.modules else "__main__", main))
     for name, module in list(sys.modules.items()):
         filename = getattr(module, "__file__", None)
-        if isinstance(module, ModuleType) and isinstance(filename, str) and is_user_file(filename) and name != "__mp_main__":
+        if isinstance(module, ModuleType) and isinstance(filename, str) and is_user_file(
+                filename) and name != "__mp_main__" and not name.startswith("torch."):
             display = name
             if name == "__main__":
                 display = os.path.splitext(os.path.basename(filename))[0]
