@@ -29,9 +29,8 @@ import psutil
 from torchleak.record.metadata import torch_metadata
 from torchleak.record.probe import Probe, ProbeContext
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
-from torchleak.record.schedule import ALL_ANCHORS, Scheduler
+from torchleak.record.schedule import ALL_ANCHORS, MAX_SUSPECTS, Scheduler
 from torchleak.record.steps import StepClock, StepSources
-from torchleak.record.walk_plan import WalkPlan
 from torchleak.trace.tables import Table
 from torchleak.trace.writer import TraceWriter
 from torchleak.vocab import RunStatus
@@ -42,6 +41,11 @@ if TYPE_CHECKING:
     from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
     from torchleak.record.probes.holders import HolderSample
 
+# Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
+# steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
+HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
+CONFIRM_SAMPLES = 4  # re-measures of suspected holders after each live look at them
+CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the steps so far
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
 
@@ -76,7 +80,12 @@ class Recorder:
         self._requests: collections.deque[Request] = collections.deque()
         self._last_boundary = time.perf_counter()
         self._in_child = False
-        self._plan = WalkPlan()  # walks and re-measures owed beyond the schedule
+        self._phase_changed = False  # a walk right after each epoch/validation end
+        self._hunt_left = 0  # full walks still owed to growth no holder explains
+        self._confirming: list[str] = []  # holders the live detector suspects
+        self._confirm_left = 0  # re-measures of them still owed
+        self._confirm_next = 0
+        self._hunt_next = 0
         self.boundary_listeners: list[Callable[[int], None]] = []
         # What makes a step: optimizer | manual | forward | time (docs/detection.md).
         self.sources = StepSources(self)
@@ -186,13 +195,17 @@ class Recorder:
 
     # requests from other threads ----------------------------------------------------------
     def hunt(self) -> None:
-        """The process grows and no holder explains it: a few full walks from the next
-        boundary on (``walk_plan``)."""
-        self._plan.hunt()
+        """The process grows and no holder explains it (a holder that began growing after
+        the walks thinned out): a few full walks from the next boundary on, spaced so the
+        grower shows growth between two of them, becomes a suspect and is then sampled
+        densely by the quick re-measure. A handful of ~1-5 ms walks, whatever the budget."""
+        self._hunt_left, self._hunt_next = HUNT_WALKS, 0
 
     def confirm(self, paths: list[str]) -> None:
-        """Holders the live detector suspects: re-measured at the next few boundaries."""
-        self._plan.confirm(paths)
+        """Holders the live detector suspects: re-measure them at the next few boundaries,
+        spaced out, so whether they keep growing shows soon (~10-50 us a holder each)."""
+        self._confirming = list(paths)[:MAX_SUSPECTS]
+        self._confirm_left, self._confirm_next = CONFIRM_SAMPLES, 0
 
     def request(self, action: Request) -> None:
         """Run ``action(frame)`` on the training thread at the next step boundary."""
@@ -273,11 +286,12 @@ class Recorder:
             self.cuda.at_boundary(step)
         # Two comparisons on most steps: the scheduler knows from which step, or from
         # which time, anything can next run.
-        if self._walk is not None and (step in ALL_ANCHORS
+        if self._walk is not None and (self._phase_changed or step in ALL_ANCHORS
                                          or ((step >= self.scheduler.next_step
                                               or start >= self.scheduler.next_due)
                                              and self.scheduler.ready(step, start))
-                                         or self._plan.owed(step)):
+                                         or (self._hunt_left and step >= self._hunt_next)
+                                         or (self._confirm_left and step >= self._confirm_next)):
             self._expensive_probes(step, frame, start)
         end = time.perf_counter()
         self.latest = (step, rss, uss)
@@ -293,13 +307,19 @@ class Recorder:
         # The quick re-measure's gap depends on the step's time (only read from here on).
         self.scheduler.step_seconds = start - self._last_boundary
         if "holders" not in self._disabled:
-            reason = self._plan.walk_reason(step) or self.scheduler.due("holders", step, start)
-            confirming = None if reason else self._plan.to_confirm(step)
+            reason = "phase" if self._phase_changed else (
+                "hunt" if self._hunt_left and step >= self._hunt_next
+                else self.scheduler.due("holders", step, start))
             if reason:
-                self._plan.walked()
+                self._phase_changed = False
+                if reason == "hunt":
+                    self._hunt_left -= 1
+                    self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
                 self._run_probe(self._walk, step, frame, reason)
-            elif confirming is not None:
-                self._quick.paths = confirming
+            elif self._confirm_left and step >= self._confirm_next:
+                self._confirm_left -= 1
+                self._confirm_next = step + max(CONFIRM_MIN_GAP, step // CONFIRM_SPREAD)
+                self._quick.paths = self._confirming
                 self._run_probe(self._quick, step, frame, "confirm")
                 self._quick.paths = None
             elif self._walk.suspects and self.scheduler.due("quick", step, start):
@@ -361,7 +381,7 @@ class Recorder:
         if self._in_child:
             return
         if name in ("epoch", "loader_epoch") or name.endswith("_end"):
-            self._plan.phase_ended = True  # per-epoch leaks show right after a phase ends
+            self._phase_changed = True  # per-epoch leaks show right after a phase ends
         if name == "epoch":
             self.epoch = (self.epoch or 0) + 1 if value is None else _epoch_number(value,
                                                                                   self.epoch)
