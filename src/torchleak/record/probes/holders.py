@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import os
-import re
 import sys
 import threading
 from types import FrameType, GeneratorType
@@ -108,16 +107,6 @@ class HolderWalker(WalkMemory):
         return roots
 
 
-_RESUME = re.compile(r"torch_dynamo_resume_in_(.+)_at_\d+")
-
-
-def _function_name(code_name: str) -> str:
-    """The user's function a frame runs: torch.compile resumes a function after a graph
-    break in a frame of its own, named ``torch_dynamo_resume_in_<function>_at_<line>``."""
-    resumed = _RESUME.fullmatch(code_name)
-    return resumed.group(1) if resumed else code_name
-
-
 def _frame_roots(f: FrameType, thread: tuple[int, str] | None = None,
                  owner_only: bool = False) -> list[Root]:
     """A frame's ``self`` and locals (``owner_only``: its ``self`` alone, for a library
@@ -127,9 +116,8 @@ def _frame_roots(f: FrameType, thread: tuple[int, str] | None = None,
         return []  # module frames are covered by the module globals
     roots: list[Root] = []
     local_vars = access.frame_locals(f)
-    shown = _function_name(name)
-    where = f"thread {thread[1]} in {shown}()" if thread else f"{shown}()"
-    prefix = f"thread:{thread[1]}.{shown}()" if thread else f"{shown}()"
+    where = f"thread {thread[1]} in {name}()" if thread else f"{name}()"
+    prefix = f"thread:{thread[1]}.{name}()" if thread else f"{name}()"
 
     def route(var: str) -> Route:
         return (("thread", thread[0], name, var),) if thread else (("local", name, var),)
