@@ -58,6 +58,21 @@ def test_a_compiled_model_is_not_recompiled_when_the_optimizer_takes_over(
     assert recorded.scalar("SELECT COUNT(*) FROM holders WHERE holder LIKE 'torch.%'") == 0
 
 
+# An optimizer of the program's own, whose step() the compiler traces whole (torch's own
+# optimizers break the graph around their update). Put into the scripts below.
+PLAIN_SGD = """    class PlainSGD(torch.optim.Optimizer):
+        def __init__(self, params, lr):
+            super().__init__(params, dict(lr=lr))
+
+        @torch.no_grad()
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        p.add_(p.grad, alpha=-group["lr"])
+"""
+
+
 # A whole training step compiled: the optimizer steps inside compiled code, where its
 # hook is traced, not run. The counting backend lists each graph's operators, so the
 # plain and the recorded run can be compared graph by graph.
@@ -81,17 +96,7 @@ COMPILED_STEP = """
         return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
 
 
-    class PlainSGD(torch.optim.Optimizer):  # the program's own: its step() is traced whole
-        def __init__(self, params, lr):
-            super().__init__(params, dict(lr=lr))
-
-        @torch.no_grad()
-        def step(self):
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        p.add_(p.grad, alpha=-group["lr"])
-
+{plain_sgd}
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 16), torch.nn.ReLU(),
                                 torch.nn.Linear(16, 1))
@@ -136,17 +141,7 @@ INLINE_STEPS = """
         return torch._dynamo.lookup_backend("aot_eager")(gm, example_inputs)
 
 
-    class PlainSGD(torch.optim.Optimizer):
-        def __init__(self, params, lr):
-            super().__init__(params, dict(lr=lr))
-
-        @torch.no_grad()
-        def step(self):
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        p.add_(p.grad, alpha=-group["lr"])
-
+{plain_sgd}
 
     d, g = torch.nn.Linear(16, 1), torch.nn.Linear(8, 16)
     opt_d, opt_g = PlainSGD(d.parameters(), lr=0.01), PlainSGD(g.parameters(), lr=0.01)
@@ -184,7 +179,8 @@ def _unstamped(stderr: str) -> str:
 
 
 def _compiled_step_script(folder: Path, name: str) -> Path:
-    return write_script(folder, name, COMPILED_STEP.replace("{steps}", str(STEPS)))
+    return write_script(folder, name, COMPILED_STEP.replace("{steps}", str(STEPS))
+                        .replace("{plain_sgd}", PLAIN_SGD))
 
 
 @prefetch
@@ -207,7 +203,8 @@ def compiled_leak(folder: Path) -> tuple[Recorded, Path]:
 @prefetch
 @weight(3)
 def inline_steps(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
-    script = write_script(folder, "inline_steps.py", INLINE_STEPS)
+    script = write_script(folder, "inline_steps.py",
+                          INLINE_STEPS.replace("{plain_sgd}", PLAIN_SGD))
     return (run_python([script.name], cwd=folder, timeout=300),
             record(folder, script, options=("--quiet",)))
 
@@ -281,17 +278,7 @@ DROPPED_CALL = """
         return gm.forward
 
 
-    class PlainSGD(torch.optim.Optimizer):
-        def __init__(self, params, lr):
-            super().__init__(params, dict(lr=lr))
-
-        @torch.no_grad()
-        def step(self):
-            for group in self.param_groups:
-                for p in group["params"]:
-                    if p.grad is not None:
-                        p.add_(p.grad, alpha=-group["lr"])
-
+{plain_sgd}
 
     model = torch.nn.Linear(16, 1)
     optimizer = PlainSGD(model.parameters(), lr=0.01)
@@ -321,7 +308,8 @@ DROPPED_CALL = """
 
 @prefetch
 def dropped_call(folder: Path) -> Recorded:
-    return record(folder, write_script(folder, "dropped_call.py", DROPPED_CALL),
+    return record(folder, write_script(folder, "dropped_call.py",
+                                         DROPPED_CALL.replace("{plain_sgd}", PLAIN_SGD)),
                   options=("--quiet",))
 
 

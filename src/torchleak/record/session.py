@@ -166,7 +166,7 @@ class Recorder:
             # Module globals and registries outlive the script; its locals do not.
             self._run_probe(self._walk, self.step, None, "end")
         if self.cuda is not None:
-            self._safely("cuda_history", self.cuda.save_history)
+            self.safely("cuda_history", self.cuda.save_history)
         if self._sampler.error is not None:
             self.event("probe_disabled", "process_sampler", self._sampler.error)
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
@@ -227,7 +227,7 @@ class Recorder:
             for probe in self._probes:
                 self._run_probe(probe, self.step, frame, reason)
         if self.cuda is not None and self.cuda.live:
-            self._safely("cuda_history", self.cuda.save_history)
+            self.safely("cuda_history", self.cuda.save_history)
 
     def start_cuda_history(self) -> None:
         """Record the CUDA allocator's history from now on (a CUDA finding was called)."""
@@ -241,8 +241,8 @@ class Recorder:
         if self._walk is None:
             return []
         samples = self._walk.walker.walk(frame)
-        self._add_rows("holders", [holder_row(self.step, s) for s in samples])
-        self._add_rows("holder_walks", [(self.step, "full", "request", 0.0, len(samples))])
+        self.add_rows("holders", [holder_row(self.step, s) for s in samples])
+        self.add_rows("holder_walks", [(self.step, "full", "request", 0.0, len(samples))])
         return samples
 
     # step boundaries ---------------------------------------------------------------------
@@ -349,7 +349,7 @@ class Recorder:
     def _emit(self, table: Table, row: Any) -> None:
         self.writer.add(table.name, row)
 
-    def _add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+    def add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
         for row in rows:
             self.writer.add(table, row)
 
@@ -358,9 +358,6 @@ class Recorder:
     def allowed(self, probe: str) -> bool:
         return probe not in self._disabled
 
-    def safely(self, probe: str, action: Callable[[], None]) -> None:
-        self._safely(probe, action)
-
     def uss(self) -> int:
         return self._main.read()[1]
 
@@ -368,9 +365,6 @@ class Recorder:
     def cuda_latest(self) -> dict[int, tuple[int, ...]] | None:
         """The CUDA allocator's latest per-device reading, while CUDA is recorded."""
         return self.cuda.latest if self.cuda is not None else None
-
-    def add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        self._add_rows(table, rows)
 
     def note_own_memory(self, key: str, nbytes: int) -> None:
         if nbytes > self.own_memory.get(key, 0):
@@ -389,15 +383,15 @@ class Recorder:
             self.phase = name[: -len("_start")]
         elif name.endswith("_end"):
             self.phase = "train"
-        self._add_rows("marks", [(self.step, time.time(), name, value)])
+        self.add_rows("marks", [(self.step, time.time(), name, value)])
 
     def set_meta(self, key: str, value: Any) -> None:
         self.writer.set_meta(key, value)
 
     def event(self, kind: str, source: str, message: str) -> None:
-        self._add_rows("events", [(time.time(), self.step, kind, source, message)])
+        self.add_rows("events", [(time.time(), self.step, kind, source, message)])
 
-    def _safely(self, probe: str, action: Callable[[], None]) -> None:
+    def safely(self, probe: str, action: Callable[[], None]) -> None:
         try:
             action()
         except Exception as err:  # noqa: BLE001 - a failing probe is switched off, not raised
