@@ -72,6 +72,37 @@ def record_loop(train: Callable[[], Any], folder: Path, name: str, script: str,
     return Recorded(report, monitor.trace)
 
 
+def record_in_fresh_process(module_file: str, function: str, folder: Path,
+                            name: str) -> Recorded:
+    """``record_loop`` of ``function`` (defined in ``module_file``) in a new interpreter.
+
+    For loops whose memory depends on the heap's history: glibc raises its mmap threshold
+    for good each time a large block is freed, and the test process has freed many, so
+    a loop that returns its big tensors to the system in a fresh process keeps them in
+    the heap here. A user's script starts from a fresh heap; so does this."""
+    module = Path(module_file)
+    code = textwrap.dedent(f"""
+        import importlib.util, sys
+        sys.path[:0] = [{str(module.parent)!r}, {str(module.parent.parent)!r}]
+        from pathlib import Path
+        from harness import record_loop
+        spec = importlib.util.spec_from_file_location("scenarios", {str(module)!r})
+        scenarios = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(scenarios)
+        run = record_loop(getattr(scenarios, {function!r}), Path({str(folder)!r}), {name!r},
+                          {str(module)!r})
+        Path({str(folder / "report.json")!r}).write_text(run.report.to_json())
+        print(run.trace)
+    """)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = Report.from_json((folder / "report.json").read_text())
+    assert report is not None
+    return Recorded(report, Path(proc.stdout.strip().splitlines()[-1]))
+
+
 def _run_on_thread(train: Callable[[], Any]) -> BaseException | None:
     failures: list[BaseException] = []
 
