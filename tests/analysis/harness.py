@@ -76,10 +76,12 @@ def record_in_fresh_process(module_file: str, function: str, folder: Path,
                             name: str) -> Recorded:
     """``record_loop`` of ``function`` (defined in ``module_file``) in a new interpreter.
 
-    For loops whose memory depends on the heap's history: glibc raises its mmap threshold
-    for good each time a large block is freed, and the test process has freed many, so
-    a loop that returns its big tensors to the system in a fresh process keeps them in
-    the heap here. A user's script starts from a fresh heap; so does this."""
+    For loops whose memory depends on the heap's history: each time a large mmap()ed
+    block is freed, glibc raises its mmap threshold for good and its trim threshold to
+    twice that (mallopt(3)), up to 64 MiB of freed memory kept before it trims. The test
+    process has freed many such blocks, so a sawtooth that a fresh heap gives back to
+    the system at each trough stays in the heap here. A script starts from a fresh heap;
+    so does this."""
     module = Path(module_file)
     code = textwrap.dedent(f"""
         import importlib.util, sys

@@ -213,9 +213,9 @@ HEALTHY: dict[str, Callable[[], None]] = {
     "per_epoch_float_history": per_epoch_float_history,
 }
 _recorded: dict[str, Recorded] = {}
-# Loops whose memory depends on the heap's history (see ``record_in_fresh_process``): the
-# cycles' 256 KiB tensors are mmap()ed and returned at once from a fresh heap, but kept by
-# glibc in one whose mmap threshold earlier tests raised.
+# Loops whose memory depends on the heap's history (see ``record_in_fresh_process``): a
+# fresh heap gives the cycles' tensors back at each collection; in the test process glibc's
+# trim threshold, raised by earlier tests, keeps them (the verdict flipped 1 run in 4).
 FRESH_HEAP = {"cyclic_gc_sawtooth"}
 
 
