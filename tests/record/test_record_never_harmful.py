@@ -109,6 +109,28 @@ STREAMS = """
     sys.exit(4)
 """
 
+# Reference cycles the script drops: the collector frees them on its own, and frees all of
+# them when asked, under torchleak as under python.
+CYCLES = """
+    import gc
+    import weakref
+
+    import torch
+
+
+    class Node:
+        def __init__(self):
+            self.me = self  # only the cyclic collector frees it
+            self.payload = torch.zeros(256)
+
+
+    refs = [weakref.ref(Node()) for _ in range(20_000)]
+    print("alive before any gc.collect() under 2,000:", sum(r() is not None for r in refs) < 2000)
+    gc.collect()
+    print("alive after gc.collect():", sum(r() is not None for r in refs))
+    print("objects frozen before the script:", gc.get_freeze_count())
+"""
+
 LONG_LOOP = """
     import sys
     import time
@@ -180,6 +202,23 @@ def test_variables_set_before_the_scripts_import_of_torch_hold(runs: RunPool) ->
     plain, recorded = runs.get(environment)
     assert "threads 1" in plain.stdout
     assert recorded.proc.stdout == plain.stdout
+
+
+@prefetch
+def cycles(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "cycles.py", CYCLES)
+    return run_python([script.name], cwd=folder), record(folder, script, options=("--quiet",))
+
+
+def test_the_scripts_cycles_are_collected_as_under_python(runs: RunPool) -> None:
+    plain, recorded = runs.get(cycles)
+    assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr
+    for out in (plain.stdout, recorded.proc.stdout):
+        assert "under 2,000: True" in out and "alive after gc.collect(): 0" in out, out
+    # torchleak's own start-up objects are out of the collector's sight, none of the script's.
+    frozen = {name: int(out.rsplit(":", 1)[1]) for name, out in
+              (("plain", plain.stdout), ("torchleak", recorded.proc.stdout))}
+    assert frozen["plain"] == 0 and frozen["torchleak"] > 1000, frozen
 
 
 @prefetch

@@ -63,7 +63,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from torchleak.live.engine import Monitor, MonitorOptions, rank_info
-    from torchleak.live.runner import die_like_python, run_target, validate
+    from torchleak.live.runner import (die_like_python, freeze_startup_objects,
+                                       run_target, validate)
 
     target = _target(args)
     validate(target)
@@ -85,6 +86,7 @@ def execute(args: argparse.Namespace) -> int:
         monitor.say(shown(f"torchleak: recording {target.display} -> {monitor.trace}"))
         for change in monitor.safe_changes:
             monitor.say(change.line())
+    freeze_startup_objects()
     outcome = run_target(target)
     report = monitor.stop("crashed" if outcome.raised else "finished", outcome.code)
     _flush_user_streams()

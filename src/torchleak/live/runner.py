@@ -10,6 +10,7 @@ once torchleak has closed its trace.
 from __future__ import annotations
 
 import builtins
+import gc
 import importlib.machinery
 import importlib.util
 import os
@@ -98,6 +99,18 @@ def die_like_python(outcome: Outcome) -> None:
 
     signal.signal(outcome.signal, signal.SIG_DFL)
     os.kill(os.getpid(), outcome.signal)
+
+
+def freeze_startup_objects() -> None:
+    """Put the interpreter's start-up objects and torchleak's own out of the cyclic
+    collector's sight before the script starts (``gc.freeze``).
+
+    They live to the end of the process anyway. Left in view, the ~17,000 objects
+    torchleak's modules add brought one more full collection forward once torch was
+    loaded (~90 ms, a third of a short run's whole cost), and every full collection
+    re-scanned them. The script's own objects are collected exactly as under python."""
+    gc.collect()  # torchleak's start-up garbage is freed, never frozen
+    gc.freeze()
 
 
 def run_target(target: Target) -> Outcome:
