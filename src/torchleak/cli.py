@@ -48,12 +48,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 class _Version(argparse.Action):
-    """``--version``: the installed version, read only when asked (reading the package
-    metadata costs tens of milliseconds every run would pay)."""
+    """``--version``: the package's own version (the one its metadata is built from)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        parser.exit(0, _version() + "\n")
+        from torchleak import __version__
+
+        parser.exit(0, f"torchleak {__version__}\n")
 
 
 def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
@@ -74,15 +75,6 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
             module.configure(cmd_parser)
             cmd_parser.set_defaults(_execute=module.execute)
     return parser
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"torchleak {version('torchleak')}"
-    except PackageNotFoundError:
-        return "torchleak (not installed)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

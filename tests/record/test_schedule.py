@@ -3,6 +3,7 @@ walk of Python's heap arenas) is only taken when the census may run."""
 
 from __future__ import annotations
 
+import pytest
 from torchleak.record.probes.census_probe import Census
 from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
 from torchleak.record.schedule import ANCHOR_STEPS, HOLDER_ANCHORS, Scheduler
@@ -19,8 +20,39 @@ def _scheduler(budget: float) -> Scheduler:
 def test_early_anchors_run_and_the_estimate_is_taken_for_them() -> None:
     scheduler = _scheduler(0.01)
     calls: list[int] = []
-    reason = scheduler.due("census", 3, now=0.01, estimate=lambda: calls.append(3) or 0.05)
+    # 10 s into the process: 1.5% of it (150 ms) pays for a 50 ms census.
+    reason = scheduler.due("census", 3, now=10.0, estimate=lambda: calls.append(3) or 0.05)
     assert reason == "anchor" and calls == [3]
+
+
+def test_an_anchor_the_run_cannot_pay_for_yet_is_owed_and_runs_when_it_can() -> None:
+    scheduler = _scheduler(0.01)
+    # 1.5 s into the process (torch just imported): a 50 ms census would be 3% of the run.
+    assert scheduler.due("census", 3, now=1.5, estimate=lambda: 0.05) is None
+    assert scheduler.due("holders", 3, now=1.5) == "anchor"  # a walk (~5 ms) fits
+    scheduler.ran("holders", 3, 0.005)
+    scheduler.plan(quick=False, step=3, now=1.5)
+    # The owed census's gate opens when the run has paid for it: (5 + 50 ms) / 1.5%.
+    opens = (0.005 + 0.05) / 0.015
+    assert pytest.approx(opens) in [due for due, _ in scheduler.gates]
+    assert scheduler.due("census", 17, now=opens - 0.1, estimate=lambda: 0.05) is None
+    assert scheduler.due("census", 17, now=opens + 0.1, estimate=lambda: 0.05) == "anchor"
+    scheduler.ran("census", 17, 0.05)
+    assert scheduler.early_spent == pytest.approx(0.055)  # both outside the budget
+    assert not scheduler.owed
+
+
+def test_the_fixed_anchors_spend_a_share_of_a_short_run_only() -> None:
+    scheduler = _scheduler(0.01)
+    now = 1.5  # a fast loop after torch's import: 1 ms a step, walks of 4 ms
+    for step in range(1, 1000):
+        now += 0.001
+        if scheduler.due("holders", step, now=now) == "anchor":
+            scheduler.ran("holders", step, 0.004)
+        if scheduler.due("census", step, now=now, estimate=lambda: 0.05) == "anchor":
+            scheduler.ran("census", step, 0.05)
+    assert scheduler.early_spent <= 0.015 * now
+    assert scheduler.costs["holders"].runs >= 5 and scheduler.costs["census"].runs == 0
 
 
 def test_no_estimate_while_the_census_gap_has_not_passed() -> None:

@@ -10,6 +10,8 @@ from typing import Any
 
 import psutil
 
+from torchleak import __version__
+
 
 def cgroup_memory_limit() -> int | None:
     """The cgroup (v2 or v1) memory limit of this process, None when unlimited."""
@@ -34,7 +36,7 @@ def run_metadata(argv: list[str], script: str, name: str, budget_pct: float) -> 
         "cgroup_limit": cgroup_memory_limit(),
         "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
         "budget_pct": budget_pct,
-        "torchleak_version": _version(),
+        "torchleak_version": __version__,
     }
 
 
@@ -43,12 +45,3 @@ def torch_metadata() -> dict[str, Any]:
     import torch
 
     return {"torch": torch.__version__, "devices": ["cpu"]}
-
-
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("torchleak")
-    except PackageNotFoundError:
-        return "unknown"

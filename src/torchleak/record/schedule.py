@@ -7,11 +7,15 @@ names leaks, and re-measuring the suspects it found (holders that grew between w
 ~10-50 µs each) samples them densely, spread out so it never costs more than 3% of
 the steps between its runs: 45% and 42% of the budget; the full census
 (~50-250 ms) gets 10% beyond its anchors. Each probe declares its share (``probe.Cost``).
-Anchors run regardless of the budget (within a cap): an early step (after the
-optimizer's lazy state exists), after warm-up, then at every doubling of the step count.
-The holder walk's later anchors (cheap) always run; a later census anchor must fit the
-budget (outside it, each census's transient scan left free heap that a short run's leak
-then filled without raising USS).
+Anchors: an early step (after the optimizer's lazy state exists), after warm-up, then
+at every doubling of the step count (the holder walk's at every x1.5). The early anchors
+and the holder walk's are a fixed cost outside the budget, paid for by the run's own
+length: together they spend at most ``ANCHOR_SHARE`` of the process's wall time so far
+(importing torch included). An anchor that does not fit yet is owed and runs as soon as
+the run has lasted long enough, so a short run pays a few walks and no census, a long one
+every anchor on time. A later census anchor must fit the budget (outside it, each
+census's transient scan left free heap that a short run's leak then filled without
+raising USS).
 """
 
 from __future__ import annotations
@@ -44,9 +48,8 @@ def _geometric(first: int = 3, limit: int = 10**9) -> frozenset[int]:
 HOLDER_ANCHORS = _geometric()
 ALL_ANCHORS = HOLDER_ANCHORS | ANCHOR_STEPS
 SAMPLES_PER_SERIES = 400
-EARLY_ANCHOR_LIMIT = 50  # anchors up to here always run (within the cap below)
-ANCHOR_CAP_SECONDS = 0.3
-ANCHOR_CAP_FRACTION = 0.03
+EARLY_ANCHOR_LIMIT = 50  # anchors up to here are a fixed cost (within ANCHOR_SHARE)
+ANCHOR_SHARE = 0.015  # of the process's wall time so far: what the fixed anchors may spend
 QUICK_STEP_SHARE = 0.03
 MAX_SUSPECTS = 24  # holders the quick re-measure follows
 _NEVER = 2**62  # a step no run reaches
@@ -76,6 +79,8 @@ class Scheduler:
     min_gap_steps: dict[str, int] = field(default_factory=dict)
     anchored: set[str] = field(default_factory=set)
     last_step: dict[str, int] = field(default_factory=dict)
+    owed: set[str] = field(default_factory=set)  # fixed anchors the run's length has not paid yet
+    _fixed_now: set[str] = field(default_factory=set)  # due() said: a fixed anchor, now
 
     def add(self, probe: str, cost: Cost) -> None:
         """A probe's declared cost: from now on ``due`` and ``plan`` consider it."""
@@ -95,6 +100,10 @@ class Scheduler:
         cost = self.costs[probe]
         anchor = probe in self.anchored and (
             step in ANCHOR_STEPS or (probe == "holders" and step in HOLDER_ANCHORS))
+        fixed = anchor and (step <= EARLY_ANCHOR_LIMIT or probe == "holders")
+        if probe in self.owed and not fixed and step - self.last_step.get(probe, -10**9) >= \
+                self.min_gap_steps[probe]:
+            fixed = anchor = True  # an earlier anchor, now that the run pays for it
         # Long runs: spread samples out so a series keeps a few hundred points, not 10^5
         # (tested first: the estimate below has a cost of its own).
         gap = self._gap(probe, step)
@@ -105,14 +114,18 @@ class Scheduler:
         if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
             fresh = estimate()  # None: the probe keeps its measured cost
             cost.expected = cost.expected if fresh is None else fresh
-        if anchor and (step <= EARLY_ANCHOR_LIMIT or probe == "holders"):
-            # Early anchors ignore the budget, within reason: a heap of millions of objects
-            # (a Dataset of Python tuples) would make one census cost seconds. So do the
-            # holder walk's later anchors (log-spaced, ~1-5 ms each: a few dozen in a
-            # million steps), or a holder that starts growing late in a short run would
-            # not be walked again before it ends. Both are a fixed cost, outside the budget.
-            cap = ANCHOR_CAP_SECONDS + ANCHOR_CAP_FRACTION * (now - self.started)
-            return "anchor" if cost.expected <= cap else None
+        if fixed:
+            # Early anchors and the holder walk's (log-spaced, ~1-5 ms each: a few dozen in
+            # a million steps, or a holder that starts growing late in a short run would
+            # not be walked again before it ends) are outside the budget: a fixed cost the
+            # run's length pays for. One that does not fit yet (a census on a heap of
+            # millions of objects, any census in a run of a few seconds) is owed.
+            if self.early_spent + cost.expected <= ANCHOR_SHARE * (now - self.started):
+                self.owed.discard(probe)
+                self._fixed_now.add(probe)
+                return "anchor"
+            self.owed.add(probe)
+            return None
         if anchor:
             # Later anchors go before scheduled runs but stay within the whole budget
             # (early anchors are the budget's fixed start-up cost and not charged here).
@@ -124,23 +137,16 @@ class Scheduler:
     next_due: float = 0.0
     next_step: int = 0
 
-    early_spent: float = 0.0  # time of the anchors run outside the budget (fixed_cost)
+    early_spent: float = 0.0  # time of the anchors run outside the budget (fixed anchors)
     early_by_probe: dict[str, float] = field(default_factory=dict)
 
     def ran(self, probe: str, step: int, seconds: float) -> None:
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
-        if self.fixed_cost(probe, step):
+        if probe in self._fixed_now:  # outside the budget: a fixed anchor (``due``)
+            self._fixed_now.discard(probe)
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
-
-    @staticmethod
-    def fixed_cost(probe: str, step: int) -> bool:
-        """Runs outside the budget: the start-up anchors, and the holder walk's anchors
-        (log-spaced: their count, not the run's length, sets their cost)."""
-        if probe == "holders":
-            return step in HOLDER_ANCHORS or step in ANCHOR_STEPS
-        return step <= EARLY_ANCHOR_LIMIT and (step in ANCHOR_STEPS or step in HOLDER_ANCHORS)
 
     def early_of(self, probe: str) -> float:
         return self.early_by_probe.get(probe, 0.0)
@@ -152,6 +158,10 @@ class Scheduler:
         self.gates = [(self.started + (self.costs[p].spent - self.early_of(p)
                                        + self.costs[p].expected) / (self.budget * self.share[p]),
                        self.last_step.get(p, -10**9) + self._gap(p, step)) for p in probes]
+        # An owed anchor: from when the run's length pays for it.
+        self.gates += [(self.started + (self.early_spent + self.costs[p].expected) / ANCHOR_SHARE,
+                        self.last_step.get(p, -10**9) + self.min_gap_steps[p])
+                       for p in self.owed]
         self._split(time.perf_counter() if now is None else now)
 
     gates: list[tuple[float, int]] = field(default_factory=list)  # per probe: (time, step)
