@@ -18,8 +18,6 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from torchleak.live.control_cleanup import cleanup_in_process
-from torchleak.live.control_eval import evaluate
 from torchleak.live.control_protocol import truncate
 
 if TYPE_CHECKING:
@@ -105,6 +103,10 @@ class Job:
 
 
 def eval_action(code: str) -> Action:
+    # Imported when asked (like cleanup_in_process): a run nobody attaches to never pays
+    # for them at start-up.
+    from torchleak.live.control_eval import evaluate
+
     def run(frame: FrameType | None) -> dict[str, Any]:
         result = evaluate(code, frame)
         error = (result.get("error") or "").strip().splitlines()
@@ -154,6 +156,8 @@ def snapshot_action(recorder: Recorder, folder: Path) -> Action:
 
 
 def cleanup_action(recorder: Recorder) -> Action:
+    from torchleak.live.control_cleanup import cleanup_in_process
+
     def run(frame: FrameType | None) -> dict[str, Any]:
         return {"ok": True, **cleanup_in_process(recorder, frame)}
 

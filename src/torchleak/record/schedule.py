@@ -10,8 +10,8 @@ the steps between its runs: 45% and 42% of the budget; the full census
 Anchors: an early step (after the optimizer's lazy state exists), after warm-up, then
 at every doubling of the step count (the holder walk's at every x1.5). The early anchors
 and the holder walk's are a fixed cost outside the budget, paid for by the run's own
-length: together they spend at most ``ANCHOR_SHARE`` of the process's wall time so far
-(importing torch included). An anchor that does not fit yet is owed and runs as soon as
+length: together they spend at most ``ANCHOR_BUDGETS`` times the budget (1.5% by
+default) of the process's wall time so far (importing torch included). An anchor that does not fit yet is owed and runs as soon as
 the run has lasted long enough, so a short run pays a few walks and no census, a long one
 every anchor on time. A later census anchor must fit the budget (outside it, each
 census's transient scan left free heap that a short run's leak then filled without
@@ -48,8 +48,8 @@ def _geometric(first: int = 3, limit: int = 10**9) -> frozenset[int]:
 HOLDER_ANCHORS = _geometric()
 ALL_ANCHORS = HOLDER_ANCHORS | ANCHOR_STEPS
 SAMPLES_PER_SERIES = 400
-EARLY_ANCHOR_LIMIT = 50  # anchors up to here are a fixed cost (within ANCHOR_SHARE)
-ANCHOR_SHARE = 0.015  # of the process's wall time so far: what the fixed anchors may spend
+EARLY_ANCHOR_LIMIT = 50  # anchors up to here are a fixed cost (within ANCHOR_BUDGETS)
+ANCHOR_BUDGETS = 1.5  # the fixed anchors may spend this many budgets of the wall time so far
 QUICK_STEP_SHARE = 0.03
 MAX_SUSPECTS = 24  # holders the quick re-measure follows
 _NEVER = 2**62  # a step no run reaches
@@ -120,7 +120,7 @@ class Scheduler:
             # not be walked again before it ends) are outside the budget: a fixed cost the
             # run's length pays for. One that does not fit yet (a census on a heap of
             # millions of objects, any census in a run of a few seconds) is owed.
-            if self.early_spent + cost.expected <= ANCHOR_SHARE * (now - self.started):
+            if self.early_spent + cost.expected <= self.anchor_share * (now - self.started):
                 self.owed.discard(probe)
                 self._fixed_now.add(probe)
                 return "anchor"
@@ -148,6 +148,10 @@ class Scheduler:
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
 
+    @property
+    def anchor_share(self) -> float:
+        return ANCHOR_BUDGETS * self.budget
+
     def early_of(self, probe: str) -> float:
         return self.early_by_probe.get(probe, 0.0)
 
@@ -159,7 +163,8 @@ class Scheduler:
                                        + self.costs[p].expected) / (self.budget * self.share[p]),
                        self.last_step.get(p, -10**9) + self._gap(p, step)) for p in probes]
         # An owed anchor: from when the run's length pays for it.
-        self.gates += [(self.started + (self.early_spent + self.costs[p].expected) / ANCHOR_SHARE,
+        self.gates += [(self.started + (self.early_spent + self.costs[p].expected)
+                        / self.anchor_share,
                         self.last_step.get(p, -10**9) + self.min_gap_steps[p])
                        for p in self.owed]
         self._split(time.perf_counter() if now is None else now)

@@ -74,8 +74,10 @@ STEPS = Table("steps", "training step", "One row at each step boundary (docs/det
                                   "time excluded"),
     Column("epoch", "INTEGER", "the last `epoch` mark, NULL if none"),
     Column("phase", "TEXT", "`train`, or the phase a mark opened"),
-    Column("rss", "INTEGER", "main process resident bytes"),
-    Column("uss", "INTEGER", "main process private bytes (resident - shared; see below)"),
+    Column("rss", "INTEGER", "main process resident bytes; NULL between readings (at most "
+                             "one a millisecond, and at every step that runs a probe)"),
+    Column("uss", "INTEGER", "main process private bytes (resident - shared; see below); "
+                             "NULL where `rss` is"),
     Column("py_blocks", "INTEGER", "`sys.getallocatedblocks()`, when sampled"),
     Column("gc_count0", "INTEGER", "`gc.get_count()[0]`"),
     Column("monitor_ms", "REAL", "torchleak's own time at this boundary"),
