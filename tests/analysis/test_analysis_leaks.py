@@ -412,8 +412,8 @@ def test_rate_is_the_memory_the_process_loses(leak_run: tuple[Leak, Recorded]) -
     if finding.rate_basis != "measured":
         assert finding.bytes_per_step == finding.holder_bytes_per_step, run.explain()
         return
-    steps = run.rows("SELECT step, uss FROM steps WHERE step > ? ORDER BY step",
-                     max(3, min(50, run.report.steps // 10)))
+    steps = run.rows("SELECT step, uss FROM steps WHERE step > ? AND uss IS NOT NULL "
+                     "ORDER BY step", max(3, min(50, run.report.steps // 10)))
     slope = growth_per_step([float(s) for s, _ in steps], [float(u) for _, u in steps])
     total = sum(f.bytes_per_step or 0.0 for f in run.report.serious
                 if f.signal == finding.signal and f.rate_basis == "measured")
@@ -464,7 +464,8 @@ def test_validation_staircase_is_reported_per_epoch(leak_run: tuple[Leak, Record
     planted = VAL_BATCHES * VAL_ITEM * 4
     assert_rate(finding.holder_bytes_per_step * EPOCH_STEPS, planted,
                 what="the holder's bytes per epoch", run=run)
-    steps = run.rows("SELECT step, uss FROM steps WHERE step > ? ORDER BY step", EPOCH_STEPS)
+    steps = run.rows("SELECT step, uss FROM steps WHERE step > ? AND uss IS NOT NULL "
+                     "ORDER BY step", EPOCH_STEPS)
     lost = growth_per_step([float(s) for s, _ in steps], [float(u) for _, u in steps])
     assert_rate(finding.bytes_per_epoch, lost * EPOCH_STEPS, what="bytes_per_epoch", run=run)
 

@@ -168,7 +168,12 @@ def test_a_cuda_finding_records_the_allocator_history_into_the_run_folder(
     monitor = Monitor(MonitorOptions(out=tmp_path, name="cuda-history", quiet=True))
     monitor.start()
     try:
-        _train(400)  # 1 MiB more allocated every step: the live detector calls it
+        # 1 MiB more allocated every step: the live detector calls it after a few hundred
+        # steps, whenever its thread gets to look (the loop runs until it has, or 20,000).
+        for _ in range(200):
+            _train(100)
+            if any(c[0] == "record" for c in history.calls):
+                break
     finally:
         monitor.stop("finished", 0, analyse=False)
     starts = [c for c in history.calls if c[0] == "record" and c[1] == "all"]

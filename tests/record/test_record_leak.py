@@ -35,7 +35,10 @@ LEAK = f"""
 @prefetch
 @weight(3)
 def record_leak(folder: Path) -> Recorded:
-    return record(folder, write_script(folder, "leak.py", LEAK), options=("--quiet",))
+    # A budget that pays for censuses in a run this short (1% of a few seconds pays for
+    # none: docs/detection.md).
+    return record(folder, write_script(folder, "leak.py", LEAK),
+                  options=("--quiet", "--budget", "20"))
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,8 @@ def test_one_row_per_optimizer_step(leak_run: Recorded) -> None:
 
 
 def test_uss_slope_is_the_planted_leak(leak_run: Recorded) -> None:
-    rows = leak_run.rows("SELECT step, uss FROM steps WHERE step >= 10 ORDER BY step")
+    rows = leak_run.rows("SELECT step, uss FROM steps WHERE step >= 10 AND uss IS NOT NULL "
+                         "ORDER BY step")
     steps, uss = [r[0] for r in rows], [r[1] for r in rows]
     assert theil_sen(steps, uss) == pytest.approx(LEAK_PER_STEP, rel=0.10)
     assert least_squares(steps, uss) == pytest.approx(LEAK_PER_STEP, rel=0.10)

@@ -13,11 +13,15 @@ Method (all thresholds named below):
    high above the troughs before it (by ``PLATEAU_RATIO`` of what the slope predicts), or
    its own slope is below ``PLATEAU_RATIO`` of the overall slope with a small range,
    growth has stopped: a cache filled to its bound, an allocator plateau, warm-up that
-   ended late, a transient dip and its recovery.
+   ended late, a transient dip and its recovery. Unless one jump made most of the growth
+   (a level shift: a DataLoader worker's copy-on-write pages made private at once by a
+   collection in the parent, a new training stage) and the troughs after it, judged on
+   their own, still grow: then the growth after the shift is what is reported.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 
@@ -82,13 +86,36 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
         trend.reason = f"growth {growth:.3g} below threshold {max(min_growth, noise):.3g}"
         return trend
     if _plateaued(tx, ty, slope):
+        after = _after_level_shift(tx, ty, min_growth)
+        if after is not None:
+            return after
         trend.verdict, trend.reason = "plateau", "growth stopped in the tail"
         return trend
     if _one_step(ty):
+        after = _after_level_shift(tx, ty, min_growth)
+        if after is not None:
+            return after
         trend.verdict, trend.reason = "plateau", "one step up, flat before and after"
         return trend
     trend.verdict, trend.reason = "growing", f"MK z={z:.2f}, {slope:.3g}/step"
     return trend
+
+
+SHIFT_SHARE = 0.5  # one rise between troughs this share of the whole growth: a level shift
+
+
+def _after_level_shift(tx: list[float], ty: list[float], min_growth: float) -> Trend | None:
+    """The troughs after a level shift, judged on their own, when they still grow."""
+    rises = [(b - a, i) for i, (a, b) in enumerate(zip(ty, ty[1:]))]
+    jump, at = max(rises)
+    if jump < SHIFT_SHARE * (ty[-1] - ty[0]) or len(tx) - (at + 1) < MIN_POINTS:
+        return None
+    after = judge(tx[at + 1:], ty[at + 1:], warmup=-math.inf, min_growth=min_growth,
+                  windows=len(tx) - (at + 1))
+    if not after.growing:
+        return None
+    after.reason = f"grows after a level shift at step {tx[at + 1]:.0f}: {after.reason}"
+    return after
 
 
 def _one_step(ty: list[float]) -> bool:

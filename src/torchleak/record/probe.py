@@ -33,6 +33,9 @@ class Cost:
     expected_seconds: float  # the first guess, replaced by what each run measures
     min_gap_steps: int = 1  # never two runs closer than this
     anchored: bool = True  # also runs at the anchor steps (docs/detection.md)
+    # Runs owed, outside the budget, when the process grows and no holder explains it
+    # (``Recorder.hunt``): what tells the growth's kind apart, paid only when asked.
+    hunt_runs: int = 0
 
 
 @dataclass

@@ -148,6 +148,10 @@ class Scheduler:
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
 
+    def outside_budget(self, probe: str) -> None:
+        """The next run of ``probe`` is a fixed cost, not charged to its share (a hunt)."""
+        self._fixed_now.add(probe)
+
     @property
     def anchor_share(self) -> float:
         return ANCHOR_BUDGETS * self.budget

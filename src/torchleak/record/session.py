@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 # Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
 # steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
 HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
+# A hunt's other probes (``Cost.hunt_runs``: the census) are spaced by 1/4 of the steps so
+# far, so that what they count can grow between two runs, and skipped when one would cost
+# more than this (a heap of millions of objects).
+HUNT_PROBE_SPREAD, HUNT_PROBE_CAP_SECONDS = 4, 0.5
 CONFIRM_SAMPLES = 4  # re-measures of suspected holders after each live look at them
 CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the steps so far
 # The process's memory is read at a boundary at most this often (and at every boundary
@@ -86,6 +90,7 @@ class Recorder:
         self._in_child = False
         self._phase_changed = False  # a walk right after each epoch/validation end
         self._hunt_left = 0  # full walks still owed to growth no holder explains
+        self._probe_hunts: dict[str, list[int]] = {}  # probe -> [runs owed, from step]
         self._confirming: list[str] = []  # holders the live detector suspects
         self._confirm_left = 0  # re-measures of them still owed
         self._confirm_next = 0
@@ -205,6 +210,8 @@ class Recorder:
         grower shows growth between two of them, becomes a suspect and is then sampled
         densely by the quick re-measure. A handful of ~1-5 ms walks, whatever the budget."""
         self._hunt_left, self._hunt_next = HUNT_WALKS, 0
+        self._probe_hunts = {p.name: [p.cost.hunt_runs, 0] for p in self._probes
+                             if p.cost.hunt_runs}
 
     def confirm(self, paths: list[str]) -> None:
         """Holders the live detector suspects: re-measure them at the next few boundaries,
@@ -295,6 +302,8 @@ class Recorder:
             or ((step >= self.scheduler.next_step or start >= self.scheduler.next_due)
                 and self.scheduler.ready(step, start))
             or (self._hunt_left and step >= self._hunt_next)
+            or (self._probe_hunts and any(left and step >= first
+                                          for left, first in self._probe_hunts.values()))
             or (self._confirm_left and step >= self._confirm_next))
         rss = uss = None
         if probes or start - self._memory_read_at >= MEMORY_READ_SECONDS or step <= 2:
@@ -334,12 +343,27 @@ class Recorder:
             elif self._walk.suspects and self.scheduler.due("quick", step, start):
                 self._run_probe(self._quick, step, frame, "schedule")
         for probe in self._probes:
-            if probe.name not in self._disabled:
-                reason = self.scheduler.due(probe.name, step, time.perf_counter(),
-                                            probe.estimate)
-                if reason:
-                    self._run_probe(probe, step, frame, reason)
+            if probe.name in self._disabled:
+                continue
+            if self._hunting(probe, step):
+                self.scheduler.outside_budget(probe.name)
+                self._run_probe(probe, step, frame, "hunt")
+                continue
+            reason = self.scheduler.due(probe.name, step, time.perf_counter(), probe.estimate)
+            if reason:
+                self._run_probe(probe, step, frame, reason)
         self.scheduler.plan(quick=bool(self._walk.suspects), step=step)
+
+    def _hunting(self, probe: Probe, step: int) -> bool:
+        """Whether a hunt owes ``probe`` a run at this step (and it is affordable)."""
+        owed = self._probe_hunts.get(probe.name)
+        if not owed or not owed[0] or step < owed[1]:
+            return False
+        owed[0] -= 1
+        owed[1] = step + max(HUNT_MIN_GAP, step // HUNT_PROBE_SPREAD)
+        estimate = probe.estimate()
+        return (probe.cost.expected_seconds if estimate is None
+                else estimate) <= HUNT_PROBE_CAP_SECONDS
 
     def _run_probe(self, probe: Probe, step: int, frame: FrameType | None,
                    reason: str) -> None:

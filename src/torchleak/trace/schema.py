@@ -21,6 +21,8 @@ LOCK_FILENAME = "trace.lock"
 
 # One row per step in MiB, for hand-written SQL (also reachable as python.torch_trace).
 # allocated: CUDA allocated MiB of device 0 when recorded, else main-process USS MiB.
+# rss, uss: the latest reading at or before the step (a fast loop's memory is read at most
+# once a millisecond: steps between readings have none in ``steps``).
 # workers_uss: the latest sample of each worker at or before the step, summed.
 TORCH_TRACE_VIEW = """
 CREATE VIEW IF NOT EXISTS torch_trace AS
@@ -30,10 +32,10 @@ SELECT
     s.phase                                    AS phase,
     s.t                                        AS time,
     s.duration_ms                              AS duration_ms,
-    COALESCE(c.allocated, s.uss) / 1048576.0   AS allocated,
-    COALESCE(c.reserved, s.uss) / 1048576.0    AS reserved,
-    s.rss / 1048576.0                          AS rss,
-    s.uss / 1048576.0                          AS uss,
+    COALESCE(c.allocated, m.uss) / 1048576.0   AS allocated,
+    COALESCE(c.reserved, m.uss) / 1048576.0    AS reserved,
+    m.rss / 1048576.0                          AS rss,
+    m.uss / 1048576.0                          AS uss,
     c.peak_allocated / 1048576.0               AS peak_allocated,
     (SELECT SUM(w.uss) FROM (
         SELECT p.uss AS uss, MAX(p.t) FROM process_samples p
@@ -42,6 +44,9 @@ SELECT
             WHERE q.role = 'worker' AND q.step <= s.step)
          GROUP BY p.pid) w) / 1048576.0 AS workers_uss
 FROM steps s
+LEFT JOIN steps m ON m.step = (
+    SELECT r.step FROM steps r WHERE r.step <= s.step AND r.uss IS NOT NULL
+     ORDER BY r.step DESC LIMIT 1)
 LEFT JOIN cuda_samples c ON c.step = s.step AND c.device = 0;
 """
 

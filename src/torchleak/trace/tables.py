@@ -125,8 +125,8 @@ CENSUS = Table("census", "census step", "Every live tensor found through gc, at 
     Column("step", "INTEGER PRIMARY KEY"),
     _T,
     Column("duration_ms", "REAL", "the cost of this census"),
-    Column("reason", "TEXT", "`anchor`, `schedule`, `guard`, `signal`, or `attach` for "
-                             "`attach --snapshot`"),
+    Column("reason", "TEXT", "`anchor`, `schedule`, `hunt` (growth no holder explains), "
+                             "`guard`, `signal`, or `attach` for `attach --snapshot`"),
     Column("tensors", "INTEGER", "live tensors"),
     Column("tensor_bytes", "INTEGER", "their storages, each counted once"),
     Column("grad_fn_tensors", "INTEGER", "tensors holding a `grad_fn`"),

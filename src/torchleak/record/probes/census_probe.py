@@ -19,7 +19,9 @@ TYPES_EVERY = 4  # every fourth scheduled census also counts objects by type
 class Census(Probe):
     name = "census"
     tables = (tables.CENSUS, tables.CENSUS_TENSORS, tables.CENSUS_TYPES, tables.BREAKDOWN)
-    cost = Cost(share=0.10, expected_seconds=0.08, min_gap_steps=10)
+    # Two censuses when growth is unexplained: tensor bytes flat or growing between them
+    # tell native memory from tensors when the run is too short to pay for its anchors.
+    cost = Cost(share=0.10, expected_seconds=0.08, min_gap_steps=10, hunt_runs=2)
 
     def __init__(self) -> None:
         self._seconds_per_block = FIRST_SECONDS_PER_BLOCK
@@ -36,7 +38,7 @@ class Census(Probe):
 
         start = time.perf_counter()
         blocks = sys.getallocatedblocks()
-        routine = ctx.reason in ("schedule", "anchor")
+        routine = ctx.reason in ("schedule", "anchor", "hunt")
         result = take_census(with_types=not routine or self._runs % TYPES_EVERY == TYPES_EVERY - 1)
         self._runs += 1
         facts = ctx.facts
