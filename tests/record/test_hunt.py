@@ -9,7 +9,7 @@ from pathlib import Path
 import torch
 
 from torchleak.live.engine import Monitor, MonitorOptions
-from torchleak.record.session import HUNT_MIN_GAP, HUNT_SPREAD, HUNT_WALKS
+from torchleak.record.plan import HUNT_MIN_GAP, HUNT_SPREAD, HUNT_WALKS
 
 STEPS, HUNT_AT = 400, 300
 

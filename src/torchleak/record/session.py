@@ -29,7 +29,7 @@ import psutil
 from torchleak.record.metadata import torch_metadata
 from torchleak.record.probe import Probe, ProbeContext
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
-from torchleak.record.schedule import ALL_ANCHORS, MAX_SUSPECTS, Scheduler
+from torchleak.record.schedule import Scheduler
 from torchleak.record.steps import StepClock, StepSources
 from torchleak.trace.tables import Table
 from torchleak.trace.writer import TraceWriter
@@ -38,18 +38,9 @@ from torchleak.vocab import RunStatus
 if TYPE_CHECKING:
     from torchleak.record.cuda_watch import CudaWatch
     from torchleak.record.probes.heap import HeapSample
-    from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
+    from torchleak.record.plan import ProbePlan
     from torchleak.record.probes.holders import HolderSample
 
-# Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
-# steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
-HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
-# A hunt's other probes (``Cost.hunt_runs``: the census) are spaced by 1/4 of the steps so
-# far, so that what they count can grow between two runs, and skipped when one would cost
-# more than this (a heap of millions of objects).
-HUNT_PROBE_SPREAD, HUNT_PROBE_CAP_SECONDS = 4, 0.5
-CONFIRM_SAMPLES = 4  # re-measures of suspected holders after each live look at them
-CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the steps so far
 # The process's memory is read at a boundary at most this often (and at every boundary
 # that runs a probe): a read is a system call that cost a 0.3 ms step ~8 us of its own
 # time (caches), 3% of it. Steps in between have no reading (NULL), never a copied one.
@@ -77,9 +68,7 @@ class Recorder:
         self.torch_attached = False
         self._sampler = ChildSampler(self._emit_process, lambda: self.step,
                                      emit_heap=self._emit_heap)
-        self._walk: HolderWalk | None = None  # the holder walk and its quick re-measure
-        self._quick: QuickRemeasure | None = None
-        self._probes: list[Probe] = []  # the other scheduled probes (``probe.register``)
+        self.plan: ProbePlan | None = None  # which expensive probes run when (once torch is in)
         self.cuda: CudaWatch | None = None  # once torch is in
         self._modes: Any = None
         self._loaders: Any = None
@@ -88,13 +77,6 @@ class Recorder:
         self._requests: collections.deque[Request] = collections.deque()
         self._last_boundary = time.perf_counter()
         self._in_child = False
-        self._phase_changed = False  # a walk right after each epoch/validation end
-        self._hunt_left = 0  # full walks still owed to growth no holder explains
-        self._probe_hunts: dict[str, list[int]] = {}  # probe -> [runs owed, from step]
-        self._confirming: list[str] = []  # holders the live detector suspects
-        self._confirm_left = 0  # re-measures of them still owed
-        self._confirm_next = 0
-        self._hunt_next = 0
         self.boundary_listeners: list[Callable[[int], None]] = []
         # What makes a step: optimizer | manual | forward | time (docs/detection.md).
         self.sources = StepSources(self)
@@ -130,16 +112,14 @@ class Recorder:
 
         from torchleak.record.compiled_steps import step_marker
         from torchleak.record.phases import LoaderWatcher, ModeWatcher
-        from torchleak.record.probe import registered
         from torchleak.record.cuda_watch import CudaWatch
-        from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
+        from torchleak.record.plan import ProbePlan
+        from torchleak.record.probe import registered
+        from torchleak.record.probes.holder_probes import HolderWalk
 
         self.torch_attached = True
-        self._walk = HolderWalk()
-        self._quick = QuickRemeasure(self._walk)
-        self._probes = [probe() for probe in registered()]
-        for probe in (self._walk, self._quick, *self._probes):
-            self.scheduler.add(probe.name, probe.cost)
+        self.plan = ProbePlan(self.scheduler, HolderWalk(), [p() for p in registered()],
+                              self._disabled)
         self.cuda = CudaWatch(self, self.writer.path.parent)
         self._modes = ModeWatcher(self.mark)
         self._modes.install()
@@ -172,9 +152,9 @@ class Recorder:
             self._loaders.uninstall()
         self.sources.detach()
         self._sampler.stop()
-        if self.step > 0 and self._walk is not None:
+        if self.step > 0 and self.plan is not None:
             # Module globals and registries outlive the script; its locals do not.
-            self._run_probe(self._walk, self.step, None, "end")
+            self._run_probe(self.plan.walk, self.step, None, "end")
         if self.cuda is not None:
             self.safely("cuda_history", self.cuda.save_history)
         if self._sampler.error is not None:
@@ -205,19 +185,14 @@ class Recorder:
 
     # requests from other threads ----------------------------------------------------------
     def hunt(self) -> None:
-        """The process grows and no holder explains it (a holder that began growing after
-        the walks thinned out): a few full walks from the next boundary on, spaced so the
-        grower shows growth between two of them, becomes a suspect and is then sampled
-        densely by the quick re-measure. A handful of ~1-5 ms walks, whatever the budget."""
-        self._hunt_left, self._hunt_next = HUNT_WALKS, 0
-        self._probe_hunts = {p.name: [p.cost.hunt_runs, 0] for p in self._probes
-                             if p.cost.hunt_runs}
+        """Growth no holder explains: look again (``ProbePlan.hunt``)."""
+        if self.plan is not None:
+            self.plan.hunt()
 
     def confirm(self, paths: list[str]) -> None:
-        """Holders the live detector suspects: re-measure them at the next few boundaries,
-        spaced out, so whether they keep growing shows soon (~10-50 us a holder each)."""
-        self._confirming = list(paths)[:MAX_SUSPECTS]
-        self._confirm_left, self._confirm_next = CONFIRM_SAMPLES, 0
+        """Holders the live detector suspects: re-measure them (``ProbePlan.confirm``)."""
+        if self.plan is not None:
+            self.plan.confirm(paths)
 
     def request(self, action: Request) -> None:
         """Run ``action(frame)`` on the training thread at the next step boundary."""
@@ -234,9 +209,9 @@ class Recorder:
     def snapshot(self, frame: FrameType | None, reason: str) -> None:
         """A full holder walk and census now (and the CUDA allocator's history when the
         program uses CUDA), on the training thread."""
-        if self._walk is not None:
-            self._run_probe(self._walk, self.step, frame, reason)
-            for probe in self._probes:
+        if self.plan is not None:
+            self._run_probe(self.plan.walk, self.step, frame, reason)
+            for probe in self.plan.probes:
                 self._run_probe(probe, self.step, frame, reason)
         if self.cuda is not None and self.cuda.live:
             self.safely("cuda_history", self.cuda.save_history)
@@ -250,9 +225,9 @@ class Recorder:
         """A holder walk whose samples are returned (and recorded): attach --walk, cleanup."""
         from torchleak.record.probes.holder_probes import holder_row
 
-        if self._walk is None:
+        if self.plan is None:
             return []
-        samples = self._walk.walker.walk(frame)
+        samples = self.plan.walk.walker.walk(frame)
         self.add_rows("holders", [holder_row(self.step, s) for s in samples])
         self.add_rows("holder_walks", [(self.step, "full", "request", 0.0, len(samples))])
         return samples
@@ -295,23 +270,16 @@ class Recorder:
         step = self.step
         if self.cuda is not None:
             self.cuda.at_boundary(step)
-        # Two comparisons on most steps: the scheduler knows from which step, or from
-        # which time, anything can next run.
-        probes = self._walk is not None and (
-            self._phase_changed or step in ALL_ANCHORS
-            or ((step >= self.scheduler.next_step or start >= self.scheduler.next_due)
-                and self.scheduler.ready(step, start))
-            or (self._hunt_left and step >= self._hunt_next)
-            or (self._probe_hunts and any(left and step >= first
-                                          for left, first in self._probe_hunts.values()))
-            or (self._confirm_left and step >= self._confirm_next))
+        plan = self.plan
+        probes = plan is not None and plan.due(step, start)
         rss = uss = None
         if probes or start - self._memory_read_at >= MEMORY_READ_SECONDS or step <= 2:
             rss, uss = self._main.read()
             self._memory_read_at = start
             self.latest = (step, rss, uss)
         if probes:
-            self._expensive_probes(step, frame, start)
+            assert plan is not None
+            plan.run(step, frame, start, start - self._last_boundary, self._run_probe)
         end = time.perf_counter()
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
                                   uss, None, gc.get_count()[0], (end - start) * 1000.0))
@@ -319,51 +287,6 @@ class Recorder:
             listener(step)
         # The next step's wall time excludes our own time at this boundary.
         self._last_boundary = end
-
-    def _expensive_probes(self, step: int, frame: FrameType | None, start: float) -> None:
-        assert self._walk is not None and self._quick is not None
-        # The quick re-measure's gap depends on the step's time (only read from here on).
-        self.scheduler.step_seconds = start - self._last_boundary
-        if "holders" not in self._disabled:
-            reason = "phase" if self._phase_changed else (
-                "hunt" if self._hunt_left and step >= self._hunt_next
-                else self.scheduler.due("holders", step, start))
-            if reason:
-                self._phase_changed = False
-                if reason == "hunt":
-                    self._hunt_left -= 1
-                    self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
-                self._run_probe(self._walk, step, frame, reason)
-            elif self._confirm_left and step >= self._confirm_next:
-                self._confirm_left -= 1
-                self._confirm_next = step + max(CONFIRM_MIN_GAP, step // CONFIRM_SPREAD)
-                self._quick.paths = self._confirming
-                self._run_probe(self._quick, step, frame, "confirm")
-                self._quick.paths = None
-            elif self._walk.suspects and self.scheduler.due("quick", step, start):
-                self._run_probe(self._quick, step, frame, "schedule")
-        for probe in self._probes:
-            if probe.name in self._disabled:
-                continue
-            if self._hunting(probe, step):
-                self.scheduler.outside_budget(probe.name)
-                self._run_probe(probe, step, frame, "hunt")
-                continue
-            reason = self.scheduler.due(probe.name, step, time.perf_counter(), probe.estimate)
-            if reason:
-                self._run_probe(probe, step, frame, reason)
-        self.scheduler.plan(quick=bool(self._walk.suspects), step=step)
-
-    def _hunting(self, probe: Probe, step: int) -> bool:
-        """Whether a hunt owes ``probe`` a run at this step (and it is affordable)."""
-        owed = self._probe_hunts.get(probe.name)
-        if not owed or not owed[0] or step < owed[1]:
-            return False
-        owed[0] -= 1
-        owed[1] = step + max(HUNT_MIN_GAP, step // HUNT_PROBE_SPREAD)
-        estimate = probe.estimate()
-        return (probe.cost.expected_seconds if estimate is None
-                else estimate) <= HUNT_PROBE_CAP_SECONDS
 
     def _run_probe(self, probe: Probe, step: int, frame: FrameType | None,
                    reason: str) -> None:
@@ -415,7 +338,8 @@ class Recorder:
         if self._in_child:
             return
         if name in ("epoch", "loader_epoch") or name.endswith("_end"):
-            self._phase_changed = True  # per-epoch leaks show right after a phase ends
+            if self.plan is not None:
+                self.plan.phase_changed = True  # per-epoch leaks show right after it ends
         if name == "epoch":
             self.epoch = (self.epoch or 0) + 1 if value is None else _epoch_number(value,
                                                                                   self.epoch)

@@ -1,0 +1,129 @@
+"""Which expensive probes run at a step boundary, and why.
+
+The scheduler says what the budget and the anchors allow (``schedule.Scheduler``); the
+plan adds what the run itself asks for: a walk right after an epoch or validation end,
+a hunt when the process grows and no holder explains it (a few full walks, and the runs
+a probe declares for it: ``Cost.hunt_runs``), and a confirmation of the holders the
+live detector suspects (dense re-measures). The recorder runs what the plan picks
+through its one ``run_probe``, which times each run and charges it to the budget.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from types import FrameType
+
+from torchleak.record.probe import Probe
+from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
+from torchleak.record.schedule import ALL_ANCHORS, MAX_SUSPECTS, Scheduler
+
+# Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
+# steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
+HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
+# A hunt's other probes (``Cost.hunt_runs``: the census) are spaced by 1/4 of the steps so
+# far, so that what they count can grow between two runs, and skipped when one would cost
+# more than this (a heap of millions of objects).
+HUNT_PROBE_SPREAD, HUNT_PROBE_CAP_SECONDS = 4, 0.5
+CONFIRM_SAMPLES = 4  # re-measures of suspected holders after each live look at them
+CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the steps so far
+
+RunProbe = Callable[[Probe, int, "FrameType | None", str], None]
+
+
+class ProbePlan:
+    def __init__(self, scheduler: Scheduler, walk: HolderWalk, probes: list[Probe],
+                 disabled: set[str]) -> None:
+        self.scheduler = scheduler
+        self.walk = walk  # the holder walk and its quick re-measure
+        self.quick = QuickRemeasure(walk)
+        self.probes = probes  # the other scheduled probes (``probe.register``)
+        self._disabled = disabled  # the recorder's: probes switched off after a failure
+        for probe in (walk, self.quick, *probes):
+            scheduler.add(probe.name, probe.cost)
+        self.phase_changed = False  # a walk right after each epoch/validation end
+        self._hunt_left = 0  # full walks still owed to growth no holder explains
+        self._hunt_next = 0
+        self._probe_hunts: dict[str, list[int]] = {}  # probe -> [runs owed, from step]
+        self._confirming: list[str] = []  # holders the live detector suspects
+        self._confirm_left = 0  # re-measures of them still owed
+        self._confirm_next = 0
+
+    # what the run asks for (other threads) ---------------------------------------------
+    def hunt(self) -> None:
+        """The process grows and no holder explains it (a holder that began growing after
+        the walks thinned out): a few full walks from the next boundary on, spaced so the
+        grower shows growth between two of them, becomes a suspect and is then sampled
+        densely by the quick re-measure. A handful of ~1-5 ms walks, whatever the budget;
+        and the runs other probes declare for a hunt (two censuses), outside it too."""
+        self._hunt_left, self._hunt_next = HUNT_WALKS, 0
+        self._probe_hunts = {p.name: [p.cost.hunt_runs, 0] for p in self.probes
+                             if p.cost.hunt_runs}
+
+    def confirm(self, paths: list[str]) -> None:
+        """Holders the live detector suspects: re-measure them at the next few boundaries,
+        spaced out, so whether they keep growing shows soon (~10-50 us a holder each)."""
+        self._confirming = list(paths)[:MAX_SUSPECTS]
+        self._confirm_left, self._confirm_next = CONFIRM_SAMPLES, 0
+
+    # at a boundary (the training thread) -----------------------------------------------
+    def due(self, step: int, start: float) -> bool:
+        """Whether anything may run at this boundary: two comparisons on most steps (the
+        scheduler knows from which step, or from which time, anything can next run)."""
+        scheduler = self.scheduler
+        return bool(
+            self.phase_changed or step in ALL_ANCHORS
+            or ((step >= scheduler.next_step or start >= scheduler.next_due)
+                and scheduler.ready(step, start))
+            or (self._hunt_left and step >= self._hunt_next)
+            or (self._probe_hunts and any(left and step >= first
+                                          for left, first in self._probe_hunts.values()))
+            or (self._confirm_left and step >= self._confirm_next))
+
+    def run(self, step: int, frame: FrameType | None, start: float, step_seconds: float,
+            run_probe: RunProbe) -> None:
+        """Run what is due now, each through ``run_probe``, then plan the next gate."""
+        walk, quick = self.walk, self.quick
+        # The quick re-measure's gap depends on the step's time (only read from here on).
+        self.scheduler.step_seconds = step_seconds
+        if "holders" not in self._disabled:
+            reason = "phase" if self.phase_changed else (
+                "hunt" if self._hunt_left and step >= self._hunt_next
+                else self.scheduler.due("holders", step, start))
+            if reason:
+                self.phase_changed = False
+                if reason == "hunt":
+                    self._hunt_left -= 1
+                    self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
+                run_probe(walk, step, frame, reason)
+            elif self._confirm_left and step >= self._confirm_next:
+                self._confirm_left -= 1
+                self._confirm_next = step + max(CONFIRM_MIN_GAP, step // CONFIRM_SPREAD)
+                quick.paths = self._confirming
+                run_probe(quick, step, frame, "confirm")
+                quick.paths = None
+            elif walk.suspects and self.scheduler.due("quick", step, start):
+                run_probe(quick, step, frame, "schedule")
+        for probe in self.probes:
+            if probe.name in self._disabled:
+                continue
+            if self._hunting(probe, step):
+                self.scheduler.outside_budget(probe.name)
+                run_probe(probe, step, frame, "hunt")
+                continue
+            reason = self.scheduler.due(probe.name, step, time.perf_counter(),
+                                        probe.estimate)
+            if reason:
+                run_probe(probe, step, frame, reason)
+        self.scheduler.plan(quick=bool(walk.suspects), step=step)
+
+    def _hunting(self, probe: Probe, step: int) -> bool:
+        """Whether a hunt owes ``probe`` a run at this step (and it is affordable)."""
+        owed = self._probe_hunts.get(probe.name)
+        if not owed or not owed[0] or step < owed[1]:
+            return False
+        owed[0] -= 1
+        owed[1] = step + max(HUNT_MIN_GAP, step // HUNT_PROBE_SPREAD)
+        estimate = probe.estimate()
+        return (probe.cost.expected_seconds if estimate is None
+                else estimate) <= HUNT_PROBE_CAP_SECONDS
