@@ -181,3 +181,25 @@ def test_a_growing_trend_carries_its_margin_over_what_a_leak_needs() -> None:
     assert near.growing and far.growing
     assert near.margin is not None and 1.0 <= near.margin < 1.5
     assert far.margin is not None and far.margin > 4
+
+
+def _shifted(after_rate: float) -> list[float]:
+    """Flat-ish growth, a 120 MiB level shift over two samples at step 240 (a worker's
+    copy-on-write pages made private by a collection in the parent), then ``after_rate``."""
+    def at(x: int) -> float:
+        shift = (60 * MIB if x >= 238 else 0) + (60 * MIB if x >= 241 else 0)
+        return BASE + 60 * 1024 * x + shift + (after_rate * (x - 241) if x >= 241 else 0)
+
+    return noisy([at(x) for x in X], 0.2 * MIB)
+
+
+def test_growth_after_a_level_shift_is_growing_at_its_own_rate() -> None:
+    trend = judge_memory(_shifted(80 * 1024))
+    assert trend.growing, trend
+    assert "level shift" in trend.reason
+    assert trend.slope == pytest.approx(80 * 1024 + 60 * 1024, rel=0.3)
+
+
+def test_a_level_shift_with_nothing_growing_after_it_is_not_growing() -> None:
+    flat = noisy([BASE + (120 * MIB if x >= 240 else 0) for x in X], 0.2 * MIB)
+    assert not judge_memory(flat).growing

@@ -101,20 +101,22 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
     return trend
 
 
-SHIFT_SHARE = 0.5  # one rise between troughs this share of the whole growth: a level shift
+SHIFT_SHARE = 0.5  # one rise this share of the whole growth: a level shift
+SHIFT_SAMPLES = 2  # ... made between at most this many consecutive troughs
 
 
 def _after_level_shift(tx: list[float], ty: list[float], min_growth: float) -> Trend | None:
     """The troughs after a level shift, judged on their own, when they still grow."""
-    rises = [(b - a, i) for i, (a, b) in enumerate(zip(ty, ty[1:]))]
-    jump, at = max(rises)
-    if jump < SHIFT_SHARE * (ty[-1] - ty[0]) or len(tx) - (at + 1) < MIN_POINTS:
+    rises = [(ty[i + n] - ty[i], i + n) for n in range(1, SHIFT_SAMPLES + 1)
+             for i in range(len(ty) - n)]
+    jump, end = max(rises)
+    if jump < SHIFT_SHARE * (ty[-1] - ty[0]) or len(tx) - end < MIN_POINTS:
         return None
-    after = judge(tx[at + 1:], ty[at + 1:], warmup=-math.inf, min_growth=min_growth,
-                  windows=len(tx) - (at + 1))
+    after = judge(tx[end:], ty[end:], warmup=-math.inf, min_growth=min_growth,
+                  windows=len(tx) - end)
     if not after.growing:
         return None
-    after.reason = f"grows after a level shift at step {tx[at + 1]:.0f}: {after.reason}"
+    after.reason = f"grows after a level shift at step {tx[end]:.0f}: {after.reason}"
     return after
 
 

@@ -21,10 +21,10 @@ from torchleak.record.schedule import ALL_ANCHORS, MAX_SUSPECTS, Scheduler
 # Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
 # steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
 HUNT_WALKS, HUNT_MIN_GAP, HUNT_SPREAD = 3, 5, 40
-# A hunt's other probes (``Cost.hunt_runs``: the census) are spaced by 1/4 of the steps so
-# far, so that what they count can grow between two runs, and skipped when one would cost
-# more than this (a heap of millions of objects).
-HUNT_PROBE_SPREAD, HUNT_PROBE_CAP_SECONDS = 4, 0.5
+# A hunt's other probes (``Cost.hunt_runs``: the census) are spaced like its walks (exact
+# counts need no long gap, and a hunt late in a short run must end before the run does),
+# and skipped when one would cost more than this (a heap of millions of objects).
+HUNT_PROBE_CAP_SECONDS = 0.5
 CONFIRM_SAMPLES = 4  # re-measures of suspected holders after each live look at them
 CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the steps so far
 
@@ -123,7 +123,7 @@ class ProbePlan:
         if not owed or not owed[0] or step < owed[1]:
             return False
         owed[0] -= 1
-        owed[1] = step + max(HUNT_MIN_GAP, step // HUNT_PROBE_SPREAD)
+        owed[1] = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
         estimate = probe.estimate()
         return (probe.cost.expected_seconds if estimate is None
                 else estimate) <= HUNT_PROBE_CAP_SECONDS
