@@ -27,13 +27,16 @@ def test_early_anchors_run_and_the_estimate_is_taken_for_them() -> None:
 
 def test_an_anchor_the_run_cannot_pay_for_yet_is_owed_and_runs_when_it_can() -> None:
     scheduler = _scheduler(0.01)
-    # 1.5 s into the process (torch just imported): a 50 ms census would be 3% of the run.
-    assert scheduler.due("census", 3, now=1.5, estimate=lambda: 0.05) is None
+    # 1.5 s into the process (torch just imported): a census (80 ms expected) would be 5%
+    # of the run. Refused without the estimate (itself ~0.1-0.3 ms a boundary).
+    calls: list[int] = []
+    assert scheduler.due("census", 3, now=1.5, estimate=lambda: calls.append(3) or 0.05) is None
+    assert calls == []
     assert scheduler.due("holders", 3, now=1.5) == "anchor"  # a walk (~5 ms) fits
     scheduler.ran("holders", 3, 0.005)
     scheduler.plan(quick=False, step=3, now=1.5)
-    # The owed census's gate opens when the run has paid for it: (5 + 50 ms) / 1.5%.
-    opens = (0.005 + 0.05) / 0.015
+    # The owed census's gate opens when the run has paid for it: (5 + 80 ms) / 1.5%.
+    opens = (0.005 + scheduler.costs["census"].expected) / 0.015
     assert pytest.approx(opens) in [due for due, _ in scheduler.gates]
     assert scheduler.due("census", 17, now=opens - 0.1, estimate=lambda: 0.05) is None
     assert scheduler.due("census", 17, now=opens + 0.1, estimate=lambda: 0.05) == "anchor"
