@@ -121,3 +121,13 @@ def test_a_boundary_is_ready_only_when_one_probe_has_both_its_time_and_its_step(
     assert scheduler.ready(quick_step, now=40.0)
     assert scheduler.ready(120, now=100.0)  # the census's budget allows it from 100 s
     assert not scheduler.ready(105, now=100.0)  # but not before its gap from step 100
+
+
+def test_a_hunts_census_is_outside_the_budget_and_leaves_the_walks_their_share() -> None:
+    scheduler = _scheduler(0.01)
+    scheduler.outside_budget("census")  # the run asked: growth no holder explains
+    scheduler.ran("census", 100, 0.1)
+    assert scheduler.early_spent == pytest.approx(0.1) and scheduler.anchor_spent == 0
+    # 3 s into the process the anchors' 45 ms are all there: the next walk anchor runs.
+    walk_anchor = min(s for s in HOLDER_ANCHORS if s > 100)
+    assert scheduler.due("holders", walk_anchor, now=3.0) == "anchor"

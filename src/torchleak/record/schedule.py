@@ -81,6 +81,7 @@ class Scheduler:
     last_step: dict[str, int] = field(default_factory=dict)
     owed: set[str] = field(default_factory=set)  # fixed anchors the run's length has not paid yet
     _fixed_now: set[str] = field(default_factory=set)  # due() said: a fixed anchor, now
+    _hunt_now: set[str] = field(default_factory=set)  # a hunt's run, outside the budget
 
     def add(self, probe: str, cost: Cost) -> None:
         """A probe's declared cost: from now on ``due`` and ``plan`` consider it."""
@@ -111,7 +112,7 @@ class Scheduler:
             return None
         # A probe's share of the budget, its early anchors not charged to it.
         allowance = self.budget * self.share[probe] * (now - self.started) + self.early_of(probe)
-        room = self.anchor_share * (now - self.started) - self.early_spent
+        room = self.anchor_share * (now - self.started) - self.anchor_spent
         if fixed and cost.expected > room:
             # Not before the estimate: a census owed through a short run would take one
             # (sys.getallocatedblocks(), ~0.1-0.3 ms) at every boundary a gate opens.
@@ -143,20 +144,27 @@ class Scheduler:
     next_due: float = 0.0
     next_step: int = 0
 
-    early_spent: float = 0.0  # time of the anchors run outside the budget (fixed anchors)
+    early_spent: float = 0.0  # time of the runs outside the budget: fixed anchors and hunts
+    anchor_spent: float = 0.0  # ... the fixed anchors' part: what ANCHOR_BUDGETS bounds
     early_by_probe: dict[str, float] = field(default_factory=dict)
 
     def ran(self, probe: str, step: int, seconds: float) -> None:
         self.costs[probe].record(seconds)
         self.last_step[probe] = step
-        if probe in self._fixed_now:  # outside the budget: a fixed anchor (``due``)
+        fixed, hunt = probe in self._fixed_now, probe in self._hunt_now
+        if fixed:  # a fixed anchor (``due``): outside the budget, within the anchors' share
             self._fixed_now.discard(probe)
+            self.anchor_spent += seconds
+        if hunt:  # asked for by the run (``outside_budget``): never eats the anchors' share
+            self._hunt_now.discard(probe)
+        if fixed or hunt:
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
 
     def outside_budget(self, probe: str) -> None:
-        """The next run of ``probe`` is a fixed cost, not charged to its share (a hunt)."""
-        self._fixed_now.add(probe)
+        """The next run of ``probe`` is a fixed cost, not charged to its share nor to the
+        anchors' (a hunt's census would otherwise leave a short run no room for walks)."""
+        self._hunt_now.add(probe)
 
     @property
     def anchor_share(self) -> float:
@@ -173,7 +181,7 @@ class Scheduler:
                                        + self.costs[p].expected) / (self.budget * self.share[p]),
                        self.last_step.get(p, -10**9) + self._gap(p, step)) for p in probes]
         # An owed anchor: from when the run's length pays for it.
-        self.gates += [(self.started + (self.early_spent + self.costs[p].expected)
+        self.gates += [(self.started + (self.anchor_spent + self.costs[p].expected)
                         / self.anchor_share,
                         self.last_step.get(p, -10**9) + self.min_gap_steps[p])
                        for p in self.owed]
