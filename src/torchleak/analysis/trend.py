@@ -97,6 +97,9 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
             return after
         trend.verdict, trend.reason = "plateau", "one step up, flat before and after"
         return trend
+    after = _after_level_shift(tx, ty, min_growth)
+    if after is not None:  # the rate is the growth's, not the one jump's
+        return after
     trend.verdict, trend.reason = "growing", f"MK z={z:.2f}, {slope:.3g}/step"
     return trend
 
