@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import gc
+import json
 import random
 from collections.abc import Callable
 
@@ -284,9 +285,19 @@ def test_the_deques_reached_their_bound(healthy_run: Recorded) -> None:
 
 @pytest.mark.parametrize("healthy_run", ["adam_and_batch_ramp"], indirect=True)
 def test_the_ramp_grew_memory_past_the_threshold_then_stopped(healthy_run: Recorded) -> None:
-    uss = dict(healthy_run.rows("SELECT step, uss FROM steps"))
-    assert uss[RAMP_STEPS + 1] - uss[5] >= 8 * 1024 * 1024  # more than the minimum growth
-    assert abs(uss[RAMP_STEPS + PLATEAU_STEPS] - uss[RAMP_STEPS + 20]) < 2 * 1024 * 1024
+    readings = healthy_run.rows("SELECT step, uss FROM steps WHERE uss IS NOT NULL")
+
+    def uss(step: int) -> int:  # the latest reading at or before the step (one a ms at most)
+        return max((s, u) for s, u in readings if s <= step)[1]
+
+    assert uss(RAMP_STEPS + 1) - uss(5) >= 8 * 1024 * 1024  # more than the minimum growth
+    # Flat after the ramp, but for torchleak's own census scan list when a census ran in
+    # between (freed, its pages may stay in this test process's heap: ``census_scan_bytes``).
+    censuses = healthy_run.rows("SELECT COUNT(*) FROM census WHERE step > ? AND step <= ?",
+                                RAMP_STEPS + 20, RAMP_STEPS + PLATEAU_STEPS)[0][0]
+    own = json.loads(healthy_run.rows("SELECT value FROM meta WHERE key = 'own_memory'")[0][0])
+    scan = own.get("census_scan_bytes", 0) if censuses else 0
+    assert abs(uss(RAMP_STEPS + PLATEAU_STEPS) - uss(RAMP_STEPS + 20)) < 2 * 1024 * 1024 + scan
 
 
 @pytest.mark.parametrize("healthy_run", ["cyclic_gc_sawtooth"], indirect=True)
