@@ -106,6 +106,14 @@ def record(folder: Path, script: Path, *args: str, options: tuple[str, ...] = ()
     return Recorded(proc, out)
 
 
+def plain_then_recorded(folder: Path, name: str, source: str, options: tuple[str, ...] = ()
+                        ) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    """The script ``source`` (written as ``name``) run under python, then under
+    ``torchleak run`` with ``options``: the pair a never-harmful test compares."""
+    script = write_script(folder, name, source)
+    return run_python([script.name], cwd=folder), record(folder, script, options=options)
+
+
 def theil_sen(xs: list[float], ys: list[float]) -> float:
     """Median of pairwise slopes: robust to the odd allocator hiccup."""
     import numpy as np

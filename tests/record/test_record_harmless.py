@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from recordkit import Recorded, RunPool, prefetch, record, run_python, weight, write_script
+from recordkit import Recorded, RunPool, plain_then_recorded, prefetch, weight
 
 pytestmark = pytest.mark.slow
 
@@ -124,17 +124,14 @@ CENSUS_BUDGET = ("--budget", "20")
 @prefetch
 @weight(2)
 def plain_and_recorded(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
-    script = write_script(folder, "train.py", TRAIN)
     # A budget that pays for a census in a run this short (see CENSUS_BUDGET).
-    return run_python([script.name], cwd=folder), record(folder, script, options=CENSUS_BUDGET)
+    return plain_then_recorded(folder, "train.py", TRAIN, CENSUS_BUDGET)
 
 
 @prefetch
 @weight(2)
 def hostile_plain_and_recorded(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
-    script = write_script(folder, "hostile.py", HOSTILE)
-    return run_python([script.name], cwd=folder), record(folder, script,
-                                                          options=("--quiet", *CENSUS_BUDGET))
+    return plain_then_recorded(folder, "hostile.py", HOSTILE, ("--quiet", *CENSUS_BUDGET))
 
 
 def _both(runs: RunPool, job: Any) -> tuple[subprocess.CompletedProcess[str], Recorded]:

@@ -15,8 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-from recordkit import (Recorded, RunPool, memory_cgroup, child_env, prefetch, record, run_python,
-                       run_torchleak, weight, without_our_lines, write_script)
+from recordkit import (Recorded, RunPool, child_env, memory_cgroup, plain_then_recorded,
+                       prefetch, record, run_python, run_torchleak, weight, without_our_lines,
+                       write_script)
 
 from torchleak.errors import EXIT_CANTCREAT, EXIT_USAGE
 
@@ -153,8 +154,7 @@ LONG_LOOP = """
 @prefetch
 @weight(4)
 def deleted_local(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
-    script = write_script(folder, "deleted.py", DELETED_LOCAL)
-    return run_python([script.name], cwd=folder), record(folder, script, options=("--quiet",))
+    return plain_then_recorded(folder, "deleted.py", DELETED_LOCAL, ("--quiet",))
 
 
 def test_a_deleted_local_is_freed_at_the_next_boundary(runs: RunPool) -> None:
@@ -206,8 +206,7 @@ def test_variables_set_before_the_scripts_import_of_torch_hold(runs: RunPool) ->
 
 @prefetch
 def cycles(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
-    script = write_script(folder, "cycles.py", CYCLES)
-    return run_python([script.name], cwd=folder), record(folder, script, options=("--quiet",))
+    return plain_then_recorded(folder, "cycles.py", CYCLES, ("--quiet",))
 
 
 def test_the_scripts_cycles_are_collected_as_under_python(runs: RunPool) -> None:
@@ -223,8 +222,7 @@ def test_the_scripts_cycles_are_collected_as_under_python(runs: RunPool) -> None
 
 @prefetch
 def interrupted(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
-    script = write_script(folder, "interrupted.py", INTERRUPTED)
-    return run_python([script.name], cwd=folder), record(folder, script)
+    return plain_then_recorded(folder, "interrupted.py", INTERRUPTED)
 
 
 def test_keyboard_interrupt_dies_by_sigint_after_the_trace_is_closed(runs: RunPool) -> None:
@@ -238,8 +236,7 @@ def test_keyboard_interrupt_dies_by_sigint_after_the_trace_is_closed(runs: RunPo
 
 @prefetch
 def closed_streams(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
-    script = write_script(folder, "streams.py", STREAMS)
-    return run_python([script.name], cwd=folder), record(folder, script)
+    return plain_then_recorded(folder, "streams.py", STREAMS)
 
 
 def test_a_script_that_closes_its_streams_still_gets_its_verdict(runs: RunPool) -> None:

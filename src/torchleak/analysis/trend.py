@@ -85,21 +85,15 @@ def judge(x: Sequence[float], y: Sequence[float], *, warmup: float, min_growth: 
     if growth < max(min_growth, noise):
         trend.reason = f"growth {growth:.3g} below threshold {max(min_growth, noise):.3g}"
         return trend
+    after = _after_level_shift(tx, ty, min_growth)
+    if after is not None:  # growth after a level shift: its rate, not the one jump's
+        return after
     if _plateaued(tx, ty, slope):
-        after = _after_level_shift(tx, ty, min_growth)
-        if after is not None:
-            return after
         trend.verdict, trend.reason = "plateau", "growth stopped in the tail"
         return trend
     if _one_step(ty):
-        after = _after_level_shift(tx, ty, min_growth)
-        if after is not None:
-            return after
         trend.verdict, trend.reason = "plateau", "one step up, flat before and after"
         return trend
-    after = _after_level_shift(tx, ty, min_growth)
-    if after is not None:  # the rate is the growth's, not the one jump's
-        return after
     trend.verdict, trend.reason = "growing", f"MK z={z:.2f}, {slope:.3g}/step"
     return trend
 

@@ -15,9 +15,9 @@ default) of the process's wall time so far (importing torch included). The walk'
 anchors (cheap, and what names a leak) run at their steps whatever the clock, so a
 loaded machine never changes what a run sees; a census anchor that does not fit yet is
 owed and runs as soon as the run has lasted long enough, so a short run pays its walks
-and no census, a long one every anchor on time. A later census anchor must fit the budget (outside it, each
-census's transient scan left free heap that a short run's leak then filled without
-raising USS).
+and no census, a long one every anchor on time. A later census anchor must fit the
+budget (outside it, each census's transient scan left free heap that a short run's leak
+then filled without raising USS).
 """
 
 from __future__ import annotations
@@ -133,11 +133,9 @@ class Scheduler:
             fresh = estimate()  # None: the probe keeps its measured cost
             cost.expected = cost.expected if fresh is None else fresh
         if fixed:
-            # Early anchors and the holder walk's (log-spaced, ~1-5 ms each: a few dozen in
-            # a million steps, or a holder that starts growing late in a short run would
-            # not be walked again before it ends) are outside the budget: a fixed cost the
-            # run's length pays for. One that does not fit yet (a census on a heap of
-            # millions of objects, any census in a run of a few seconds) is owed.
+            # An early (census) anchor is outside the budget: a fixed cost the run's length
+            # pays for. One that does not fit yet (a census on a heap of millions of
+            # objects, any census in a run of a few seconds) is owed.
             if cost.expected <= room:
                 self.owed.discard(probe)
                 self._fixed_now.add(probe)

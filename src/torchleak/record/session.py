@@ -277,8 +277,7 @@ class Recorder:
             rss, uss = self._main.read()
             self._memory_read_at = start
             self.latest = (step, rss, uss)
-        if probes:
-            assert plan is not None
+        if probes and plan is not None:
             plan.run(step, frame, start, start - self._last_boundary, self._run_probe)
         end = time.perf_counter()
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
