@@ -41,6 +41,28 @@ def slope_in(series: Series | None, first: float, last: float,
     return theil_sen([p[0] for p in pts], [p[1] for p in pts])
 
 
+def tensor_growth(data: RunData, first: float, last: float) -> tuple[float | None, bool]:
+    """The tensor bytes' growth per step over a window, and whether it is only a bound.
+
+    The census is sparse (anchors and budget): two samples in the window will do, else the
+    run's last two. A single census after the window began still bounds the growth: the
+    bytes it counted cannot have grown from less than nothing since then (a short run
+    whose growth was seen late may get one census before it ends)."""
+    census = data.census.get("tensor_bytes")
+    if census is None:
+        return None, False
+    tensors = slope_in(census, first, last, min_points=2)
+    if tensors is None and len(census.x) >= 2:
+        tensors = slope_in(census, census.x[-2], census.x[-1], min_points=2)
+    if tensors is not None:
+        return tensors, False
+    later = [(x, y) for x, y in zip(census.x, census.y) if x > first]
+    if not later:
+        return None, False
+    step, counted = later[-1]
+    return counted / (step - first), True
+
+
 def classify(data: RunData, growth: float, first: float, last: float) -> Cause:
     """What the process's ``growth`` bytes/step between ``first`` and ``last`` is made of."""
     if growth <= 0:
@@ -48,18 +70,14 @@ def classify(data: RunData, growth: float, first: float, last: float) -> Cause:
     kept_free = slope_in(data.heap.get("malloc_free"), first, last)
     in_use = slope_in(data.heap.get("malloc_in_use"), first, last)
     blocks = slope_in(data.heap.get("py_blocks"), first, last)
-    # The census is sparse (anchors and budget): two samples in the window will do, else
-    # the run's last two.
-    census = data.census.get("tensor_bytes")
-    tensors = slope_in(census, first, last, min_points=2)
-    if tensors is None and census is not None and len(census.x) >= 2:
-        tensors = slope_in(census, census.x[-2], census.x[-1], min_points=2)
+    tensors, at_most = tensor_growth(data, first, last)
     python = (blocks or 0.0) * BYTES_PER_BLOCK
     evidence = [f"process {format_bytes(growth, signed=True)}/step"]
     if blocks is not None:
         evidence.append(f"Python objects {format_count(blocks, signed=True)}/step")
     if tensors is not None:
-        evidence.append(f"tensor bytes {format_bytes(tensors, signed=True)}/step")
+        evidence.append(f"tensor bytes {'at most ' if at_most else ''}"
+                        f"{format_bytes(tensors, signed=not at_most)}/step")
     if kept_free is not None:
         evidence.append(f"allocator free-but-kept {format_bytes(kept_free, signed=True)}/step")
     if in_use is not None:
