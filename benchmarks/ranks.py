@@ -103,18 +103,16 @@ def stretch(source: Path, target: Path, steps: int, grows: bool, killed: bool,
         "s.py_blocks, s.gc_count0, s.monitor_ms FROM k JOIN steps s "
         "ON s.step = ? + 1 + ((k.i - ? - 1) % ?)",
         (last + 1, steps, rate, rate, base, base, period))
-    live = json.loads(conn.execute("SELECT value FROM meta WHERE key = 'live'").fetchone()[0])
-    live["step"] = steps - 5  # the detector's last pass, just before the end
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'live'", (json.dumps(live),))
-    conn.execute("UPDATE meta SET value = json_set(value, '$.steps', ?) WHERE key = 'report'",
-                 (steps,))
+    # The detector's last pass just before the end, the final report at it.
+    conn.execute("UPDATE judgements SET step = ? WHERE phase = 'live'", (steps - 5,))
+    conn.execute("UPDATE judgements SET step = ?, report = json_set(report, '$.steps', ?) "
+                 "WHERE phase = 'final'", (steps, steps))
     if not judged:
-        conn.execute("DELETE FROM meta WHERE key = 'live'")
-        conn.execute("DELETE FROM findings WHERE phase = 'live'")
+        conn.execute("DELETE FROM judgements WHERE phase = 'live'")
     if killed:
-        conn.execute("DELETE FROM meta WHERE key IN ('report', 'end_time', 'exit_code')")
+        conn.execute("DELETE FROM judgements WHERE phase = 'final'")
+        conn.execute("DELETE FROM meta WHERE key IN ('end_time', 'exit_code')")
         conn.execute("UPDATE meta SET value = '\"running\"' WHERE key = 'status'")
-        conn.execute("DELETE FROM findings WHERE phase = 'final'")
     conn.commit()
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     conn.close()

@@ -11,6 +11,7 @@ from torchleak.analysis.confirm import MIN_DOUBLING_STEPS, confirmation
 from torchleak.analysis.live_calls import live_outcome
 from torchleak.analysis.series import HolderSeries, RunData
 from torchleak.report import Finding, Report
+from torchleak.trace.judgements import Judgement
 
 
 def _data(steps: int, marks: list[tuple[int, str, str | None]] = ()) -> RunData:  # type: ignore[assignment]
@@ -111,9 +112,9 @@ def test_the_end_says_which_live_calls_it_withdrew_and_why() -> None:
     for step, length in ((10, 10), (50, 50), (120, 120), (200, 120), (300, 120)):
         holder.add(step, length, length * 1024, 0, 0, 0)
     data.holders["main().cache"] = holder
-    data.meta["live"] = {"tier": "called", "calls": [
+    data.live = Judgement("live", 90, None, "leak", tier="called", calls=[
         {"step": 60, "culprit": "cache", "key": "container:main().cache", "why": "x"},
-        {"step": 80, "culprit": "kept", "key": "tensor_list:main().kept", "why": "past"}]}
+        {"step": 80, "culprit": "kept", "key": "tensor_list:main().kept", "why": "past"}])
     final = Report(verdict="leak", steps=300, findings=[Finding(
         kind="tensor_list", culprit="kept", severity="high", fix="", holder_path="main().kept")])
     outcome = live_outcome(data, final)
@@ -131,8 +132,8 @@ def test_an_emptied_holder_is_called_released() -> None:
     for step, length in ((10, 10), (200, 200), (399, 399), (400, 0)):
         holder.add(step, length, length * 512, length, 0, 0)
     data.holders["history"] = holder
-    data.meta["live"] = {"tier": "called", "calls": [
-        {"step": 170, "culprit": "history", "key": "tensor_list:history", "why": "doubled"}]}
+    data.live = Judgement("live", 180, None, "leak", tier="called", calls=[
+        {"step": 170, "culprit": "history", "key": "tensor_list:history", "why": "doubled"}])
     outcome = live_outcome(data, Report(verdict="no_leak", steps=400))
     assert outcome is not None
     assert "`history` was emptied at step 400 after holding 399 items (released, not leaked)" \

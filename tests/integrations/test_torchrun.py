@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from torchleak.trace.judgements import judgement
+
 pytestmark = pytest.mark.integrations
 
 
@@ -111,18 +113,11 @@ def killed_copy(launch: Path, folder: Path, ranks: dict[int, int] | None = None)
             shutil.copyfile(launch / f"rank{source}" / name, folder / f"rank{rank}" / name)
     for trace in folder.glob("rank*/trace.sqlite"):
         conn = sqlite3.connect(trace)
-        stored = conn.execute("SELECT value FROM meta WHERE key = 'report'").fetchone()[0]
-        report = json.loads(stored)
-        live = {"step": report["steps"], "verdict": report["verdict"], "reason": report["reason"],
-                "t": 0.0, "findings": sum(f["severity"] != "low" for f in report["findings"])}
-        conn.execute("DELETE FROM findings")
-        conn.executemany("INSERT INTO findings(phase, step, kind, culprit, severity, "
-                         "bytes_per_step, detected_at_step, json) VALUES ('live', ?, ?, ?, ?, ?, "
-                         "?, ?)", [(report["steps"], f["kind"], f["culprit"], f["severity"],
-                                    f["bytes_per_step"], f["detected_at_step"], json.dumps(f))
-                                   for f in report["findings"]])
-        conn.execute("INSERT OR REPLACE INTO meta VALUES ('live', ?)", (json.dumps(live),))
-        conn.execute("DELETE FROM meta WHERE key IN ('report', 'end_time', 'exit_code')")
+        # The final judgement becomes the live one of the last pass (no tier: every
+        # serious finding of it stands, as it does in the final report).
+        conn.execute("DELETE FROM judgements WHERE phase = 'live'")
+        conn.execute("UPDATE judgements SET phase = 'live' WHERE phase = 'final'")
+        conn.execute("DELETE FROM meta WHERE key IN ('end_time', 'exit_code')")
         conn.execute("UPDATE meta SET value = '\"running\"' WHERE key = 'status'")
         conn.commit()
         conn.close()
@@ -133,8 +128,11 @@ def test_a_killed_job_is_judged_from_the_stored_live_judgement(framework_runs,
                                                                  tmp_path: Path) -> None:
     job = killed_copy(framework_runs.get("torchrun").folder / "launch", tmp_path / "job")
     conn = sqlite3.connect(job / "rank1" / "trace.sqlite")  # a rate no analysis would measure
-    conn.execute("UPDATE findings SET json = json_set(json, '$.bytes_per_step', 12345.0) "
-                 "WHERE severity != 'low'")
+    report = json.loads(conn.execute("SELECT report FROM judgements").fetchone()[0])
+    for finding in report["findings"]:
+        if finding["severity"] != "low":
+            finding["bytes_per_step"] = 12345.0
+    conn.execute("UPDATE judgements SET report = ?", (json.dumps(report),))
     conn.commit()
     conn.close()
     data = json.loads(torchleak("report", str(job), "--format", "json").stdout)
@@ -159,8 +157,7 @@ def test_a_killed_job_without_a_live_judgement_is_analysed(framework_runs,
     job = killed_copy(framework_runs.get("torchrun").folder / "launch", tmp_path / "job")
     for trace in job.glob("rank*/trace.sqlite"):  # the detector never got to a pass
         conn = sqlite3.connect(trace)
-        conn.execute("DELETE FROM meta WHERE key = 'live'")
-        conn.execute("DELETE FROM findings")
+        conn.execute("DELETE FROM judgements")
         conn.commit()
         conn.close()
     data = json.loads(torchleak("report", str(job), "--format", "json").stdout)
@@ -197,13 +194,12 @@ def _live_verdict(trace: Path) -> str | None:
     try:
         conn = sqlite3.connect(f"file:{trace}?mode=ro", uri=True, timeout=5)
         try:
-            row = conn.execute("SELECT value FROM meta WHERE key = 'live'").fetchone()
+            live = judgement(conn, "live", report=False)
         finally:
             conn.close()
     except sqlite3.Error:
         return None  # not created yet, or busy: ask again
-    live = json.loads(row[0]) if row else {}
-    return live.get("verdict") if live.get("step", 0) >= 256 else None
+    return live.verdict if live is not None and (live.step or 0) >= 256 else None
 
 
 def _pid(trace: Path) -> int:

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchleak.trace.judgements import Judgement, judgement
+
 TORCHLEAK = [sys.executable, "-m", "torchleak"]
 KIB = 1024
 
@@ -96,6 +98,14 @@ class Recorded:
     def meta(self, key: str) -> Any:
         found = self.rows("SELECT value FROM meta WHERE key = ?", key)
         return json.loads(found[0][0]) if found else None
+
+    def judgement(self, phase: str) -> Judgement | None:
+        """The run's stored ``phase`` judgement ('live' or 'final'), its report included."""
+        conn = self.connect()
+        try:
+            return judgement(conn, phase)
+        finally:
+            conn.close()
 
 
 def record(folder: Path, script: Path, *args: str, options: tuple[str, ...] = (),

@@ -231,7 +231,7 @@ def test_keyboard_interrupt_dies_by_sigint_after_the_trace_is_closed(runs: RunPo
     assert recorded.proc.returncode == -signal.SIGINT
     assert recorded.proc.stdout == plain.stdout
     assert "KeyboardInterrupt" in without_our_lines(recorded.proc.stderr)
-    assert recorded.meta("status") == "crashed" and recorded.meta("report") is not None
+    assert recorded.meta("status") == "crashed" and recorded.judgement("final") is not None
 
 
 @prefetch

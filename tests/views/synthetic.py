@@ -15,6 +15,7 @@ from pathlib import Path
 
 import psutil
 
+from torchleak.trace.judgements import judgement_row
 from torchleak.trace.writer import TraceWriter, WriterLock
 
 MIB = 1024 * 1024
@@ -74,7 +75,8 @@ def make_trace(folder: Path, steps: int = 60, leak: bool = True, status: str = "
     write_steps(writer, 1, steps, leak, cuda, t0)
     writer.flush()
     if report and status != "running" and steps:
-        writer.set_meta("report", analyse(path).to_dict())
+        report = analyse(path)
+        writer.judge(judgement_row("final", report.steps, report.to_dict()))
     writer.close()
     return path
 

@@ -92,7 +92,7 @@ def test_wrong_types_in_metadata(pristine: Path, tmp_path: Path, key: str, value
 
 
 @pytest.mark.parametrize("table", ["steps", "holders", "census", "process_samples", "marks",
-                                   "events", "findings"])
+                                   "events", "judgements"])
 def test_wrong_types_in_rows(pristine: Path, tmp_path: Path, table: str,
                              capsys: pytest.CaptureFixture[str]) -> None:
     run = _copy(pristine, tmp_path)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from torchleak.analysis.job import run_report
 from torchleak.cli import main
 from torchleak.trace.catalog import run_folder
+from torchleak.trace.judgements import judgement_row
 from torchleak.trace.writer import TraceWriter
 from torchleak.units import format_bytes
 from torchleak.views import get_renderer
@@ -172,10 +174,38 @@ def test_views_import_light() -> None:
 def test_stored_report_of_an_older_version_is_read(tmp_path: Path) -> None:
     path = make_trace(tmp_path / "old", report=False)
     writer = TraceWriter(path, claim=False)
-    writer.set_meta("report", {"verdict": "no_leak", "steps": 60, "findings": [],
-                               "signals": [{"name": "main_uss", "unit": "bytes",
-                                            "verdict": "healthy"}], "future_field": 1})
+    writer.judge(judgement_row("final", 60, OLDER_REPORT))
     writer.close()
     report = _report(path.parent)
     assert report.verdict == "no_leak" and report.source == "recorded at the end of the run"
     assert LEAK_PER_STEP  # the synthetic leak is not what this stored report says
+
+
+OLDER_REPORT = {"verdict": "no_leak", "steps": 60, "findings": [],
+                "signals": [{"name": "main_uss", "unit": "bytes", "verdict": "healthy"}],
+                "future_field": 1}
+
+
+def test_a_trace_from_before_the_judgements_table_is_read(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """Schema 2 kept the final report in ``meta['report']`` and the live verdict in
+    ``meta['live']``, the findings in a table of their own."""
+    path = make_trace(tmp_path / "runs" / "old", report=False)
+    finding = {"kind": "tensor_list", "culprit": "kept", "severity": "high", "fix": "",
+               "bytes_per_step": 2048.0}
+    conn = sqlite3.connect(path)
+    conn.executescript("DROP VIEW findings; DROP TABLE judgements; CREATE TABLE findings (id "
+                       "INTEGER PRIMARY KEY, phase TEXT, step INTEGER, kind TEXT, culprit "
+                       "TEXT, severity TEXT, bytes_per_step REAL, detected_at_step INTEGER, "
+                       "json TEXT); UPDATE meta SET value = '2' WHERE key = 'schema_version';")
+    conn.execute("INSERT INTO meta VALUES ('report', ?)",
+                 (json.dumps({**OLDER_REPORT, "verdict": "leak", "findings": [finding]}),))
+    conn.execute("INSERT INTO findings (phase, step, kind, culprit, severity, json) VALUES "
+                 "('final', 60, 'tensor_list', 'kept', 'high', ?)", (json.dumps(finding),))
+    conn.commit()
+    conn.close()
+    report = _report(path.parent)
+    assert report.verdict == "leak" and report.findings[0].bytes_per_step == 2048.0
+    assert report.source == "recorded at the end of the run"
+    assert main(["ls", "--runs-dir", str(tmp_path / "runs"), "--format", "json"]) == 0
+    (line,) = json.loads(capsys.readouterr().out)
+    assert (line["verdict"], line["findings"]) == ("leak", 1)

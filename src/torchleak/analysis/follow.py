@@ -21,6 +21,7 @@ from torchleak.errors import TraceError
 from torchleak.report import Event, Finding, Report
 from torchleak.trace import rows
 from torchleak.trace.catalog import RunFolder, run_folder, run_status
+from torchleak.trace.judgements import judgement
 from torchleak.trace.reader import Trace, open_trace
 from torchleak.vocab import RunStatus
 
@@ -56,20 +57,19 @@ class Follower:
         signals = [s for s in all_signals(data, judged) if s.name in _SHOWN]
         for signal in signals:
             signal.steps, signal.values = signal.steps[-RECENT:], signal.values[-RECENT:]
-        phase = "final" if status is not RunStatus.RUNNING else "live"
-        findings = _findings(conn, phase) or _findings(conn, "live")
-        live = data.meta.get("live") if isinstance(data.meta.get("live"), dict) else {}
-        final = data.meta.get("report") if isinstance(data.meta.get("report"), dict) else {}
-        verdict = final.get("verdict") if phase == "final" and final else live.get("verdict")
-        report = Report(verdict=str(verdict or "inconclusive"), steps=data.steps,
+        # The final judgement once the run has ended, else the live detector's latest.
+        stored = (judgement(conn, "final", report=False) if status is not RunStatus.RUNNING
+                  else None) or judgement(conn, "live", report=False)
+        findings = _findings(conn, stored.phase) if stored is not None else []
+        report = Report(verdict=stored.verdict if stored else "inconclusive", steps=data.steps,
                         findings=findings, signals=signals, run=run_info(data.meta),
-                        reason=str((final if phase == "final" else live).get("reason") or ""),
+                        reason=stored.reason if stored else "",
                         events=[Event(*e) for e in data.events[-3:]],
                         guard=guard_record(data.meta), overhead=overhead(data),
-                        source="final" if phase == "final" and final else "live")
+                        source=stored.phase if stored else "live")
         report.run["status"] = status.value
         report.run["trace"] = str(self.path)
-        report.run["judged"] = bool(verdict)
+        report.run["judged"] = stored is not None
         self.polled_at = time.time()
         return report
 

@@ -16,14 +16,12 @@ TIERS = ("none", "suspected", "called")
 def live_outcome(data: RunData, report: Report) -> dict[str, Any] | None:
     """``{"tier", "calls": [{"step", "culprit", "kept", "why"}]}`` from what the live
     detector wrote into the trace, judged against ``report``; None when it never ran."""
-    live = data.meta.get("live")
-    if not isinstance(live, dict):
+    live = data.live
+    if live is None:
         return None
-    tier = live.get("tier") if live.get("tier") in TIERS else "none"
+    tier = live.tier if live.tier in TIERS else "none"
     calls = []
-    for call in live.get("calls") or []:
-        if not isinstance(call, dict):
-            continue
+    for call in live.calls:
         target = _target(call)
         kept = _kept(report, target)
         step = int(number(call.get("step")) or 0)

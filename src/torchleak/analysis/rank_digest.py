@@ -2,8 +2,8 @@
 
 - a finished rank: its stored report's verdict, numbers and serious findings, read in
   parts by SQLite, never parsed whole;
-- a killed or running rank: the live detector's last judgement (``meta['live']`` and the
-  findings of phase 'live'), with its memory growth and peak from steps looked up by key.
+- a killed or running rank: the live detector's last judgement (the ``judgements`` row
+  of phase 'live' and its called findings), with its memory growth and peak from steps looked up by key.
   Only what came after the judgement is looked at again: few steps (``LIVE_TAIL``), a
   leak already called, or a tail whose main USS grew less than the analysis' own minimum
   for a leak leave the judgement as it is;
@@ -30,13 +30,14 @@ from torchleak.errors import TorchleakError
 from torchleak.report import Finding, Report
 from torchleak.trace import digest, rows
 from torchleak.trace.catalog import RunFolder, run_status
+from torchleak.trace.judgements import Judgement, judgement
 from torchleak.trace.reader import open_trace
 from torchleak.vocab import SERIOUS, RunStatus, Signal
 
 LIVE_TAIL = (64, 0.1)  # steps after the live judgement that are "few": 64, or 10% of it
-# What a digest needs of the metadata: the status and whether its writer lives, the live
-# judgement, the limits a killed rank's peak is compared with.
-META_KEYS = ("status", "pid", "hostname", "live", "limit", "cgroup_limit", "ram_total")
+# What a digest needs of the metadata: the status and whether its writer lives, the
+# limits a killed rank's peak is compared with.
+META_KEYS = ("status", "pid", "hostname", "limit", "cgroup_limit", "ram_total")
 POOL_FROM = 16  # fewer ranks are read in this process (a pool costs more to start)
 # Reading ranks is bound by the disk past a few processes, and a rank analysed in full
 # holds ~100 MiB: more workers would only add memory.
@@ -98,10 +99,12 @@ def _digest(trace: Path, rank: int | None, analyse: bool, scan: bool) -> RankDig
         stored = digest.report_parts(conn) if status is not RunStatus.RUNNING else None
         if stored is not None:
             _from_stored(found, stored, conn)
-        elif not analyse or _live_stands(meta.get("live"), found.steps, conn):
-            _from_live(found, meta.get("live"), conn, scan)
         else:
-            _from_analysis(found, conn)
+            live = judgement(conn, "live", report=False)
+            if not analyse or _live_stands(live, found.steps, conn):
+                _from_live(found, live, conn, scan)
+            else:
+                _from_analysis(found, conn)
     found.near_limit = status is RunStatus.KILLED and near_limit(meta, found.main_rss_peak)
     return found
 
@@ -113,34 +116,32 @@ def _from_stored(found: RankDigest, stored: dict[str, Any], conn: Any) -> None:
     found.findings = _parsed(digest.report_findings(conn, tuple(s.value for s in SERIOUS)))
 
 
-def _live_stands(live: Any, steps: int, conn: Any) -> bool:
+def _live_stands(live: Judgement | None, steps: int, conn: Any) -> bool:
     """Whether the live judgement stands for the whole rank, looking only at the steps
     after it."""
-    if not isinstance(live, dict) or not isinstance(live.get("step"), int) or not live.get(
-            "verdict"):
+    if live is None or live.step is None:
         return False
-    after = steps - live["step"]
-    if after <= max(LIVE_TAIL[0], LIVE_TAIL[1] * live["step"]) or live["verdict"] == "leak":
+    after = steps - live.step
+    if after <= max(LIVE_TAIL[0], LIVE_TAIL[1] * live.step) or live.verdict == "leak":
         return True
-    slope = digest.main_growth(conn, steps, start=live["step"])["main_uss_slope"]
+    slope = digest.main_growth(conn, steps, start=live.step)["main_uss_slope"]
     return slope is not None and slope * after < MIN_MEMORY_GROWTH[Signal.MAIN_USS]
 
 
-def _from_live(found: RankDigest, live: Any, conn: Any, scan: bool) -> None:
+def _from_live(found: RankDigest, live: Judgement | None, conn: Any, scan: bool) -> None:
     if scan:
         growth = digest.main_growth(conn, found.steps)
         found.main_uss_slope = growth["main_uss_slope"]
         found.main_rss_peak = growth["main_rss_peak"]
-    if not isinstance(live, dict) or not live.get("verdict"):
+    if live is None:
         return  # not judged yet (a rank that just started, or ``analyse`` off)
-    found.verdict, found.reason, found.source = str(live["verdict"]), str(
-        live.get("reason") or ""), "live"
-    found.judged_at = live.get("step") if isinstance(live.get("step"), int) else None
+    found.verdict, found.reason, found.source = live.verdict, live.reason, "live"
+    found.judged_at = live.step
     findings = _findings(conn, "live")
     # A live judgement holds suspects too: only the called ones are the rank's leak (a
     # trace from before the two tiers marks none, and its verdict says leak only on calls).
     called = [f for f in findings if f.called]
-    found.findings = called if called or "tier" in live else findings
+    found.findings = called if called or live.tier is not None else findings
 
 
 def _from_analysis(found: RankDigest, conn: Any) -> None:

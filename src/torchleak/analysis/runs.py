@@ -20,6 +20,7 @@ from torchleak.errors import BadInput, TorchleakError, TraceError
 from torchleak.report import Report
 from torchleak.trace import rows
 from torchleak.trace.catalog import RunFolder, run_status, start_time
+from torchleak.trace.judgements import judgement
 from torchleak.trace.reader import open_trace, read_meta
 from torchleak.vocab import RunStatus
 
@@ -31,7 +32,8 @@ def trace_report(trace: Path) -> Report:
         status = run_status(meta, trace)
         if rows.last_step(opened.conn) == 0:
             raise BadInput(_empty_message(trace.parent, status))
-        recorded = Report.from_dict(meta.get("report"))
+        final = judgement(opened.conn, "final")
+        recorded = Report.from_dict(final.report) if final is not None else None
         if recorded is not None and status is not RunStatus.RUNNING:
             report, source = recorded, "recorded at the end of the run"
         else:
@@ -99,7 +101,9 @@ def _summarize(run: RunFolder) -> RunSummary:
         steps = rows.last_step(conn)
         peak_rss = rows.peak(conn, "steps", "rss")
         peak_cuda = rows.peak(conn, "cuda_samples", "reserved")
-        verdict, count = _verdict(meta, conn, status)
+        final = judgement(conn, "final") if status is not RunStatus.RUNNING else None
+        recorded = Report.from_dict(final.report) if final is not None else None
+        verdict, count = _verdict(recorded, conn, status)
     job = None
     if run.ranks > 1:  # a job leaks when any of its ranks leaks: its digests say which
         job = _job_line(run)
@@ -118,7 +122,8 @@ def _summarize(run: RunFolder) -> RunSummary:
                       shown, steps, verdict, count, peak_rss, peak_cuda,
                       float(start) if isinstance(start, (int, float)) else start_time(run),
                       run.ranks, f"{guard.get('mode')} at step {guard.get('step')}" if guard
-                      else None, len(safe), overhead=_overhead(meta),
+                      else None, len(safe), overhead=dict(recorded.overhead) if recorded
+                      else {},
                       leaking=job["leaking"] if job else [])
 
 
@@ -145,20 +150,15 @@ def _job_line(run: RunFolder) -> dict[str, Any]:
                             default=None)}
 
 
-def _verdict(meta: dict[str, Any], conn: Any, status: RunStatus) -> tuple[str, int]:
-    report = Report.from_dict(meta.get("report"))
-    if report is not None and status is not RunStatus.RUNNING:
-        return report.verdict, len(report.serious)
-    live = meta.get("live")
-    if isinstance(live, dict) and live.get("verdict"):
-        return f"{live['verdict']} (live)", int(live.get("findings") or 0)
+def _verdict(recorded: Report | None, conn: Any, status: RunStatus) -> tuple[str, int]:
+    """The final verdict, else the live detector's latest (its called findings)."""
+    if recorded is not None:
+        return recorded.verdict, len(recorded.serious)
+    live = judgement(conn, "live")
+    report = Report.from_dict(live.report) if live is not None else None
+    if live is not None:
+        return f"{live.verdict} (live)", len(report.called) if report else 0
     return ("-" if status is RunStatus.RUNNING else "not analysed"), 0
-
-
-def _overhead(meta: dict[str, Any]) -> dict[str, Any]:
-    report = meta.get("report")
-    found = report.get("overhead") if isinstance(report, dict) else None
-    return dict(found) if isinstance(found, dict) else {}
 
 
 def _mtime(path: Path) -> float | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from torchleak.trace import rows, tables
+from torchleak.trace.judgements import Judgement, judgement
 from torchleak.trace.reader import read_meta
 from torchleak.units import number
 
@@ -117,6 +118,7 @@ class RunData:
     marks: list[tuple[int, str, str | None]] = field(default_factory=list)
     events: list[tuple[float, int, str, str, str]] = field(default_factory=list)
     meta: dict[str, Any] = field(default_factory=dict)
+    live: Judgement | None = None  # the live detector's latest judgement, as stored
     full_walks: list[int] = field(default_factory=list)
     monitor_ms: list[float] = field(default_factory=list)  # a bounded sample, for the median
     monitor_ms_total: float = 0.0  # torchleak's time at every boundary, summed
@@ -161,6 +163,7 @@ class RunDataBuilder:
     def update(self, conn: sqlite3.Connection) -> RunData:
         data = self.data
         data.meta = read_meta(conn)
+        data.live = judgement(conn, "live", report=False)
         self._steps(conn)
         self._workers(conn)
         self._heap(conn)

@@ -4,10 +4,10 @@ It runs on a thread of its own, reading the trace through its own read-only conn
 never on the training thread, and only the rows that are new since its last pass
 (``RunDataBuilder``), so its memory stays bounded however long the run. Its cadence
 adapts so it uses at most ~0.3% of one core: after a pass that took ``c`` seconds it
-waits ``max(MIN_INTERVAL, c / SHARE)``. Each pass publishes the live findings (the
-``findings`` table, phase 'live') and verdict (``meta['live']``) so ``top``, ``ls`` and a
-``report`` after a ``kill -9`` read the same truth, and a ``detection`` event the first
-time each finding fires.
+waits ``max(MIN_INTERVAL, c / SHARE)``. Each pass stores its judgement (the
+``judgements`` row of phase 'live': the verdict, the report with its suspects, the calls)
+so ``top``, ``ls`` and a ``report`` after a ``kill -9`` read the same truth, and a
+``detection`` event the first time each finding fires.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from pathlib import Path
 from torchleak.analysis import RunDataBuilder, build_report
 from torchleak.analysis.confirm import MIN_DOUBLING_STEPS
 from torchleak.report import Finding, Report
+from torchleak.trace.judgements import judgement_row
 from torchleak.trace.reader import readonly_uri
 from torchleak.trace.writer import TraceWriter
 from torchleak.vocab import Verdict
@@ -139,13 +140,8 @@ class LiveDetector:
         waiting = any(f.serious and not f.called for f in report.findings)
         self._recheck_at = _recheck_step(data.steps, RECHECK_GROWTH if waiting
                                          else STEP_GROWTH)
-        self._writer.replace_findings("live", data.steps, [asdict(f) for f in report.findings])
-        self._writer.set_meta("live", {"step": data.steps, "verdict": report.verdict,
-                                       "reason": report.reason, "t": time.time(),
-                                       "findings": len(report.called),
-                                       "tier": self.tier(),
-                                       "calls": [asdict(c) for c in self.calls],
-                                       "suspects": len(self.suspected)})
+        self._writer.judge(judgement_row("live", data.steps, report.to_dict(), self.tier(),
+                                         [asdict(c) for c in self.calls], len(self.suspected)))
         if fired:
             self._writer.flush()  # a call is on disk before it is said: a kill -9 keeps it
         self.latest = report

@@ -32,6 +32,7 @@ from torchleak.record.metadata import run_metadata
 from torchleak.record.session import Recorder
 from torchleak.report import Finding, Report
 from torchleak.trace.catalog import runs_dir
+from torchleak.trace.judgements import judgement_row
 from torchleak.trace.reader import open_trace
 from torchleak.trace.schema import TRACE_FILENAME
 from torchleak.trace.writer import TraceClaimed
@@ -325,9 +326,7 @@ class Monitor:
             report.run["trace"] = str(self.trace)
             if self.options.annotate is not None:
                 self.options.annotate(report)
-            self.recorder.writer.set_meta("report", report.to_dict())
-            self.recorder.writer.replace_findings("final", report.steps,
-                                                  [_plain(f) for f in report.findings])
+            self.recorder.writer.judge(judgement_row("final", report.steps, report.to_dict()))
             self.recorder.writer.flush()
             return report
         except Exception as err:  # noqa: BLE001 - the trace is kept whatever happens here
@@ -424,9 +423,3 @@ def exit_status(exc: BaseException | None) -> tuple[str, int]:
     if isinstance(exc, GuardStop):
         return RunStatus.STOPPED.value, exc.code if isinstance(exc.code, int) else 1
     return RunStatus.CRASHED.value, 1
-
-
-def _plain(finding: Finding) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(finding)

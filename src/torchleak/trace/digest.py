@@ -2,8 +2,7 @@
 
 A job of a thousand ranks cannot afford to parse every rank's stored report or stream
 every rank's rows into Python. These queries let SQLite do the work in C, one pass each:
-the small metadata keys (never the big stored report), a few fields of the stored report
-(``json_extract``), and the main process' memory peak and growth (``main_growth``).
+the small metadata keys, a few fields of the stored final report (``json_extract``), and the main process' memory peak and growth (``main_growth``).
 """
 
 from __future__ import annotations
@@ -11,9 +10,12 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from torchleak.trace import judgements
 from torchleak.trace.reader import parse_json
 
-BIG_META = ("report",)  # keys whose values are whole reports: read in parts, never whole
+# Keys whose values are whole reports (traces from before the ``judgements`` table): read
+# in parts, never whole.
+BIG_META = ("report",)
 
 
 def small_meta(conn: sqlite3.Connection, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
@@ -28,22 +30,25 @@ def small_meta(conn: sqlite3.Connection, keys: tuple[str, ...] | None = None) ->
     return {k: parse_json(v) for k, v in rows if isinstance(k, str) and v is not None}
 
 
-def has_report(conn: sqlite3.Connection) -> bool:
-    """Whether the run stored its final report (without reading it)."""
-    return conn.execute("SELECT 1 FROM meta WHERE key = 'report'").fetchone() is not None
+def _final_report(conn: sqlite3.Connection) -> str:
+    """A subquery whose one ``value`` is the stored final report's JSON (the
+    ``judgements`` row; ``meta['report']`` in a trace from before that table)."""
+    if judgements.stored(conn):
+        return "SELECT report AS value FROM judgements WHERE phase = 'final'"
+    return "SELECT value FROM meta WHERE key = 'report'"
 
 
 def report_parts(conn: sqlite3.Connection) -> dict[str, Any] | None:
     """The stored report's verdict, steps, reason, main USS slope and RSS peak; None when
     the run stored no report."""
     row = conn.execute(
-        "SELECT json_extract(value, '$.verdict'), json_extract(value, '$.steps'), "
-        "json_extract(value, '$.reason'), "
-        "(SELECT json_extract(s.value, '$.slope_per_step') FROM json_each(meta.value, "
+        "SELECT json_extract(r.value, '$.verdict'), json_extract(r.value, '$.steps'), "
+        "json_extract(r.value, '$.reason'), "
+        "(SELECT json_extract(s.value, '$.slope_per_step') FROM json_each(r.value, "
         "'$.signals') AS s WHERE json_extract(s.value, '$.name') = 'main_uss'), "
-        "(SELECT json_extract(s.value, '$.peak_value') FROM json_each(meta.value, "
+        "(SELECT json_extract(s.value, '$.peak_value') FROM json_each(r.value, "
         "'$.signals') AS s WHERE json_extract(s.value, '$.name') = 'main_rss') "
-        "FROM meta WHERE key = 'report' AND json_valid(value)").fetchone()
+        "FROM (%s) AS r WHERE json_valid(r.value)" % _final_report(conn)).fetchone()
     if row is None or row[0] is None:
         return None
     verdict, steps, reason, slope, peak = row
@@ -54,9 +59,10 @@ def report_parts(conn: sqlite3.Connection) -> dict[str, Any] | None:
 def report_findings(conn: sqlite3.Connection, severities: tuple[str, ...]) -> list[str]:
     """The stored report's findings of these severities, each as its JSON text."""
     return [r[0] for r in conn.execute(
-        "SELECT f.value FROM meta, json_each(meta.value, '$.findings') AS f WHERE meta.key = "
-        "'report' AND json_valid(meta.value) AND json_extract(f.value, '$.severity') IN (%s)"
-        % ",".join("?" * len(severities)), severities) if isinstance(r[0], str)]
+        "SELECT f.value FROM (%s) AS r, json_each(r.value, '$.findings') AS f WHERE "
+        "json_valid(r.value) AND json_extract(f.value, '$.severity') IN (%s)"
+        % (_final_report(conn), ",".join("?" * len(severities))), severities)
+        if isinstance(r[0], str)]
 
 
 def main_growth(conn: sqlite3.Connection, last_step: int, start: int | None = None,

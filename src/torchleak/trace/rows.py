@@ -79,7 +79,7 @@ def findings(conn: sqlite3.Connection, phase: str | None = None) -> list[Row]:
                                                             "ORDER BY id")]
         return [r for r in found if phase in (None, "final")]
     if phase is None:
-        return list(_rows(conn, "SELECT phase, step, json FROM findings ORDER BY id"))
+        return list(_rows(conn, "SELECT phase, step, json FROM findings ORDER BY phase, id"))
     return list(_rows(conn, "SELECT phase, step, json FROM findings WHERE phase = ? "
                             "ORDER BY id", (phase,)))
 

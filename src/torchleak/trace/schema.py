@@ -3,16 +3,16 @@
 Units: bytes and seconds in tables (exact, integer where possible); mebibytes (MiB) in
 the ``torch_trace`` view, because that is what people type SQL against.
 
-Every table is append-only during a run except ``findings`` (the live detector replaces
-its own rows) and ``meta`` (key/value JSON). The tables are declared in ``tables``;
+Every table is append-only during a run except ``judgements`` (the live detector replaces
+its own row) and ``meta`` (key/value JSON). The tables are declared in ``tables``;
 ``docs/trace-schema.md`` is generated from them.
 """
 
 from __future__ import annotations
 
-from torchleak.trace.tables import TABLES
+from torchleak.trace.tables import TABLES, VIEWS
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: the judgements table (meta 'report'/'live' before)
 # holders.graph_nodes stops counting here: a value at the cap means "at least".
 GRAPH_NODES_CAP = 5_000
 TRACE_FILENAME = "trace.sqlite"
@@ -50,4 +50,4 @@ LEFT JOIN steps m ON m.step = (
 LEFT JOIN cuda_samples c ON c.step = s.step AND c.device = 0;
 """
 
-ALL_DDL = "\n".join(t.ddl() for t in TABLES) + "\n" + TORCH_TRACE_VIEW
+ALL_DDL = "\n".join(t.ddl() for t in (*TABLES, *VIEWS)) + "\n" + TORCH_TRACE_VIEW

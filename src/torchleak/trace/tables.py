@@ -29,7 +29,7 @@ class Table:
     columns: tuple[Column, ...]
     constraints: tuple[str, ...] = ()  # e.g. "PRIMARY KEY (step, device)"
     indexes: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (index name, its columns)
-    # Rows appended by the recorder through the buffered writer (meta and findings are
+    # Rows appended by the recorder through the buffered writer (meta and judgements are
     # written their own way).
     appended: bool = True
     row: Any = field(init=False, repr=False, compare=False)
@@ -55,13 +55,28 @@ class Table:
                 f"VALUES ({', '.join('?' * len(self.columns))})")
 
 
+@dataclass(frozen=True)
+class View:
+    """A view for hand-written SQL over the tables (declared like them, documented with
+    them)."""
+
+    name: str
+    per: str
+    doc: str
+    columns: tuple[Column, ...]
+    select: str  # the SELECT the view runs
+
+    def ddl(self) -> str:
+        return f"CREATE VIEW IF NOT EXISTS {self.name} AS\n{self.select.strip()};"
+
+
 def _step(doc: str = "the latest step when it was taken") -> Column:
     return Column("step", "INTEGER NOT NULL", doc)
 
 
 _T = Column("t", "REAL NOT NULL", "unix time")
 
-META = Table("meta", "key", "The run's metadata and judgements, as JSON values (keys below).", (
+META = Table("meta", "key", "The run's metadata, as JSON values (keys below).", (
     Column("key", "TEXT PRIMARY KEY"),
     Column("value", "TEXT NOT NULL", "JSON"),
 ), appended=False)
@@ -218,23 +233,50 @@ OPEN_FILES = Table("open_files", "open files sample", "The process's open file d
     Column("threads", "INTEGER", "the process's threads"),
 ))
 
-FINDINGS = Table("findings", "finding", "The judgement's findings, written by the live "
-                 "detector (phase `live`, replaced at each pass, suspects included with "
-                 "`called` null) and by the end-of-run report (phase `final`).", (
-    Column("id", "INTEGER PRIMARY KEY"),
-    Column("phase", "TEXT NOT NULL DEFAULT 'final'", "`live` or `final`"),
+JUDGEMENTS = Table("judgements", "judgement", "The run's judgements, one per phase: the live "
+                   "detector's latest (phase `live`, replaced at each pass) and the end-of-run "
+                   "report (phase `final`). Read them with the `findings` view.", (
+    Column("phase", "TEXT PRIMARY KEY", "`live` or `final`"),
     Column("step", "INTEGER", "the last step the analysis saw"),
-    Column("kind", "TEXT NOT NULL"),
+    Column("t", "REAL", "unix time of the judgement"),
+    Column("verdict", "TEXT", "`leak`, `no_leak`, `inconclusive` (live: `leak` only with a "
+                              "called finding)"),
+    Column("reason", "TEXT", "the verdict's reason"),
+    Column("tier", "TEXT", "live: `none`, `suspected` or `called`; NULL for `final`"),
+    Column("calls", "TEXT", "live: JSON list of the leaks called so far (`step`, `culprit`, "
+                            "`key`, `why`, `detected_at_step`, `target`: the holder path or "
+                            "signal); NULL for `final`"),
+    Column("suspects", "INTEGER", "live: serious findings suspected so far"),
+    Column("report", "TEXT", "the whole Report as JSON (as `report --format json` prints "
+                             "it; live: the findings suspects included, with `called` null)"),
+), appended=False)
+
+
+FINDINGS = View("findings", "finding of a judgement", "Each judgement's findings, one row "
+                "each, from `judgements.report`.", (
+    Column("phase", "TEXT", "`live` or `final`"),
+    Column("step", "INTEGER", "the last step the analysis saw"),
+    Column("id", "INTEGER", "the finding's place in its report, most serious first"),
+    Column("kind", "TEXT"),
     Column("culprit", "TEXT"),
     Column("severity", "TEXT"),
     Column("bytes_per_step", "REAL"),
     Column("detected_at_step", "INTEGER"),
-    Column("json", "TEXT NOT NULL", "the whole finding, as in the report JSON"),
-), appended=False)
+    Column("json", "TEXT", "the whole finding, as in the report JSON"),
+), """
+SELECT j.phase AS phase, j.step AS step, CAST(f.key AS INTEGER) AS id,
+       json_extract(f.value, '$.kind') AS kind, json_extract(f.value, '$.culprit') AS culprit,
+       json_extract(f.value, '$.severity') AS severity,
+       json_extract(f.value, '$.bytes_per_step') AS bytes_per_step,
+       json_extract(f.value, '$.detected_at_step') AS detected_at_step, f.value AS json
+  FROM judgements AS j, json_each(j.report, '$.findings') AS f
+ WHERE json_valid(j.report)
+""")
 
 TABLES: tuple[Table, ...] = (META, STEPS, PROCESS_SAMPLES, HEAP_SAMPLES, CUDA_SAMPLES, CENSUS,
                              CENSUS_TENSORS, CENSUS_TYPES, HOLDERS, HOLDER_WALKS, MARKS,
-                             EVENTS, BREAKDOWN, OPEN_FILES, FINDINGS)
+                             EVENTS, BREAKDOWN, OPEN_FILES, JUDGEMENTS)
+VIEWS: tuple[View, ...] = (FINDINGS,)
 BY_NAME: dict[str, Table] = {t.name: t for t in TABLES}
 APPENDED: tuple[Table, ...] = tuple(t for t in TABLES if t.appended)
 
@@ -267,11 +309,6 @@ META_KEYS: dict[str, str] = {
     "own_memory": "`start_bytes`: USS the recorder added by starting; `census_scan_bytes`: "
                   "the census scan's transient list",
     "writer_dropped": "rows dropped while the disk or database refused them",
-    "live": "the live detector's verdict: `step`, `verdict` (`leak` only with a called "
-            "finding), `reason`, `tier` (`none`/`suspected`/`called`), `calls` (`step`, "
-            "`culprit`, `key`, `why`, `detected_at_step`, `target` (the holder path or "
-            "signal) of each call), `suspects`",
-    "report": "the final Report",
     "control": "the `attach` socket: `mode` `full`/`observe`/`off`, `socket`, `protocol`, "
                "`pid`, or the `reason` none is served (docs/attach.md)",
     "cuda_snapshot": "the allocator history's file",
@@ -281,8 +318,9 @@ META_KEYS: dict[str, str] = {
 def as_markdown() -> str:
     """The tables' part of ``docs/trace-schema.md``."""
     out: list[str] = []
-    for table in TABLES:
-        out.append(f"### `{table.name}`: one row per {table.per}\n")
+    for table in (*TABLES, *VIEWS):
+        label = "view " if isinstance(table, View) else ""
+        out.append(f"### {label}`{table.name}`: one row per {table.per}\n")
         if table.doc:
             out.append(f"{table.doc}\n")
         out.append("| column | type | meaning |\n|---|---|---|")

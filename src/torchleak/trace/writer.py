@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from torchleak.trace.schema import ALL_DDL, LOCK_FILENAME, SCHEMA_VERSION
-from torchleak.trace.tables import APPENDED, FINDINGS
+from torchleak.trace.tables import APPENDED, JUDGEMENTS
 
 _INSERT = {table.name: table.insert() for table in APPENDED}
 MAX_PENDING_ROWS = 200_000  # rows waiting for a locked database, per table
@@ -50,6 +50,28 @@ def _valid(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def valid_json(value: Any) -> str:
+    """``value`` as JSON whose strings decode to valid UTF-8: a lone surrogate is kept as
+    its escape written out (SQLite's ``json_extract`` would decode a JSON ``\\udcff`` escape
+    into invalid text)."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return json.dumps(_valid_strings(value), default=str, ensure_ascii=False)
+
+
+def _valid_strings(value: Any) -> Any:
+    if isinstance(value, str):
+        return _valid(value)
+    if isinstance(value, dict):
+        return {_valid(str(k)): _valid_strings(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_valid_strings(v) for v in value]
+    return value
 
 
 def _valid_row(row: Sequence[Any]) -> Sequence[Any]:
@@ -226,27 +248,17 @@ class TraceWriter:
                 self._pending[table] = []
                 self._buffers[table] = []
 
-    # findings and end of run ----------------------------------------------------------
-    def replace_findings(self, phase: str, step: int, findings: list[dict[str, Any]]) -> None:
-        """Replace the ``phase`` ('live' or 'final') findings; never raises."""
+    # judgements and end of run -------------------------------------------------------
+    def judge(self, judgement: tuple[Any, ...]) -> None:
+        """Store one phase's judgement (a ``JUDGEMENTS.row``), replacing that phase's
+        previous one, in one statement; never raises."""
         with self._write_lock:
             if self.fault is not None or self._conn is None:
                 return
             try:
-                conn = self._conn
-                conn.execute("BEGIN IMMEDIATE")
-                conn.execute("DELETE FROM findings WHERE phase = ?", (phase,))
-                conn.executemany(FINDINGS.insert(), [_valid_row(FINDINGS.row(
-                    id=None, phase=phase, step=step, kind=f.get("kind"), culprit=f.get("culprit"),
-                    severity=f.get("severity"), bytes_per_step=f.get("bytes_per_step"),
-                    detected_at_step=f.get("detected_at_step"), json=_dumps(f)))
-                    for f in findings])
-                conn.execute("COMMIT")
+                self._conn.execute(JUDGEMENTS.insert(), _valid_row(judgement))
             except Exception:  # noqa: BLE001 - the next write will report a lasting fault
-                try:
-                    self._conn.execute("ROLLBACK")
-                except sqlite3.Error:
-                    pass
+                pass
 
     def stop_thread(self) -> None:
         self._stop.set()
