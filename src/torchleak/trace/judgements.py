@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from torchleak.errors import TraceError
 from torchleak.trace.reader import parse_json
 from torchleak.trace.rows import findings
 from torchleak.trace.tables import JUDGEMENTS
@@ -54,6 +55,13 @@ def stored(conn: sqlite3.Connection) -> bool:
 def judgement(conn: sqlite3.Connection, phase: str, report: bool = True) -> Judgement | None:
     """The trace's ``phase`` judgement (with its Report's JSON when ``report``); None when
     that phase has none (the run still going, killed before its end, never analysed)."""
+    try:
+        return _judgement(conn, phase, report)
+    except sqlite3.DatabaseError as err:  # damaged bytes: one clear line, as for meta
+        raise TraceError(f"cannot read the trace's {phase} judgement ({err})") from None
+
+
+def _judgement(conn: sqlite3.Connection, phase: str, report: bool) -> Judgement | None:
     if not stored(conn):
         return _from_meta(conn, phase, report)
     row = conn.execute("SELECT step, t, verdict, reason, tier, calls, suspects, %s FROM "
