@@ -76,6 +76,7 @@ class Recorder:
         self._disabled: set[str] = set()
         self._requests: collections.deque[Request] = collections.deque()
         self._last_boundary = time.perf_counter()
+        self._collections_inside = 0.0  # full collections inside this boundary's probes (s)
         self._in_child = False
         self.boundary_listeners: list[Callable[[int], None]] = []
         # What makes a step: optimizer | manual | forward | time (docs/detection.md).
@@ -280,8 +281,12 @@ class Recorder:
         if probes and plan is not None:
             plan.run(step, frame, start, start - self._last_boundary, self._run_probe)
         end = time.perf_counter()
+        # Our own time at this boundary, less the program's full collections that ran
+        # inside a probe (``_run_probe``): neither ours nor the step's.
+        own_ms = (end - start - self._collections_inside) * 1000.0
+        self._collections_inside = 0.0
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
-                                  uss, None, gc.get_count()[0], (end - start) * 1000.0))
+                                  uss, None, gc.get_count()[0], own_ms))
         for listener in self.boundary_listeners:
             listener(step)
         # The next step's wall time excludes our own time at this boundary.
@@ -305,7 +310,9 @@ class Recorder:
             # A full collection of the program's heap ran inside (~100 ms with torch loaded),
             # one the program pays under python too (the same time in full collections,
             # measured). Counted as the probe's cost it starved the next anchors.
-            seconds = min(seconds, self.scheduler.costs[probe.name].expected)
+            charged = min(seconds, self.scheduler.costs[probe.name].expected)
+            self._collections_inside += seconds - charged
+            seconds = charged
         self.scheduler.ran(probe.name, step, seconds)
 
     def _emit(self, table: Table, row: Any) -> None:

@@ -95,7 +95,8 @@ STEPS = Table("steps", "training step", "One row at each step boundary (docs/det
                              "NULL where `rss` is"),
     Column("py_blocks", "INTEGER", "`sys.getallocatedblocks()`, when sampled"),
     Column("gc_count0", "INTEGER", "`gc.get_count()[0]`"),
-    Column("monitor_ms", "REAL", "torchleak's own time at this boundary"),
+    Column("monitor_ms", "REAL", "torchleak's own time at this boundary (a full collection of "
+                                "the program's heap that ran inside one of its probes excepted)"),
 ))
 
 PROCESS_SAMPLES = Table("process_samples", "process sample", "Exact values from "
