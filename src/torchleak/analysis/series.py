@@ -181,23 +181,29 @@ class RunDataBuilder:
         return self._cursor.get(key, 0)
 
     def _steps(self, conn: sqlite3.Connection) -> None:
+        """The memory read at the steps that read it, and the steps' times: their sums,
+        and the latest ones for the medians (a fast loop writes thousands of steps a
+        second: only the rows that carry a reading, or a recent time, come into Python)."""
         data = self.data
         uss = data.memory.setdefault("main_uss", Series("main_uss", "bytes"))
-        last = self._after("steps")
-        for row in rows.read(conn, tables.STEPS, last):
-            step, duration, monitor = row.step, row.duration_ms, row.monitor_ms
+        after = self._after("steps")
+        last, step_ms, monitor_ms = rows.step_totals(conn, after)
+        if last <= after:
+            return
+        for step, rss, used in rows.step_readings(conn, after):
             if not isinstance(step, int):
                 continue  # a row that is not ours: skipped, never fatal
-            for target, raw in ((uss, row.uss), (data.rss, row.rss)):
+            for target, raw in ((uss, used), (data.rss, rss)):
                 if number(raw) is not None:
                     target.add(step, float(raw))
+        for duration, monitor in rows.recent_step_times(conn, after, self._durations.maxlen
+                                                       or 0):
             if number(duration) is not None:
                 self._durations.append(float(duration))
-                data.step_ms_total += float(duration)
             if number(monitor) is not None:
                 self._monitor.append(float(monitor))
-                data.monitor_ms_total += float(monitor)
-            last = max(last, step)
+        data.step_ms_total += step_ms
+        data.monitor_ms_total += monitor_ms
         self._cursor["steps"] = last
         data.steps = last
 

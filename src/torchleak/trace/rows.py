@@ -13,6 +13,7 @@ import sqlite3
 from collections.abc import Iterator
 from typing import Any
 
+from torchleak.trace import tables
 from torchleak.trace.tables import Table
 
 Row = tuple[Any, ...]
@@ -69,6 +70,36 @@ def _named(conn: sqlite3.Connection, table: Table, cursor: str, after: int,
     make = table.row._make
     for values in found:
         yield (values[0], make(values[1:])) if with_rowid else make(values)
+
+
+def step_totals(conn: sqlite3.Connection, after: int) -> tuple[int, float, float]:
+    """(the last step, the steps' summed ``duration_ms``, their summed ``monitor_ms``) of
+    the steps after ``after``: summed by SQLite, a fast loop writes thousands a second."""
+    number = "CASE WHEN typeof({0}) IN ('integer', 'real') THEN {0} END"
+    have = set(_present(conn, tables.STEPS))
+    sums = [f"TOTAL({number.format(c)})" if c in have else "0.0"
+            for c in ("duration_ms", "monitor_ms")]
+    row = next(_rows(conn, f"SELECT MAX(step), {', '.join(sums)} FROM steps WHERE step > ?",
+                     (after,)), (None, 0.0, 0.0))
+    last = row[0] if isinstance(row[0], int) else after
+    return last, float(row[1] or 0.0), float(row[2] or 0.0)
+
+
+def step_readings(conn: sqlite3.Connection, after: int) -> Iterator[tuple[Any, Any, Any]]:
+    """(step, rss, uss) of the steps after ``after`` that read the memory (a fast loop's
+    steps between readings have none)."""
+    return _rows(conn, "SELECT step, rss, uss FROM steps WHERE step > ? AND (uss IS NOT NULL "
+                       "OR rss IS NOT NULL) ORDER BY step", (after,))
+
+
+def recent_step_times(conn: sqlite3.Connection, after: int, count: int
+                      ) -> list[tuple[Any, Any]]:
+    """(duration_ms, monitor_ms) of the last ``count`` steps after ``after``, in order."""
+    monitor = "monitor_ms" if "monitor_ms" in _present(conn, tables.STEPS) else "NULL"
+    found = list(_rows(conn, f"SELECT duration_ms, {monitor} FROM steps WHERE step > ? "
+                             "ORDER BY step DESC LIMIT ?", (after, count)))
+    found.reverse()
+    return found
 
 
 def findings(conn: sqlite3.Connection, phase: str | None = None) -> list[Row]:
