@@ -14,6 +14,7 @@ from torchleak.analysis.advice import WORKER_STATE_ADVICE, advice_for
 from torchleak.analysis.causes import classify
 from torchleak.analysis.holders import bounded_by_construction
 from torchleak.analysis.series import RunData, Series
+from torchleak.analysis.stats import theil_sen, troughs
 from torchleak.analysis.thresholds import HIGH_BYTES_PER_STEP, MEDIUM_BYTES_PER_STEP, MIB, warmup_steps
 from torchleak.analysis.trend import Trend, judge
 from torchleak.report import Finding
@@ -120,16 +121,25 @@ def bounded_growth(data: RunData, since: float) -> float:
 
 def _steady(series: Series, trend: Trend) -> bool:
     """The second half of the window grew at least half as fast as the first: not a rise
-    that slows down (arenas or buffers filling up)."""
+    that slows down (arenas or buffers filling up). Each half's rate is the Theil-Sen slope
+    of its troughs: a straight line reads 1.0 whatever its sampling, and a stall of some
+    steps (freed memory reused for a while) moves a median of slopes little."""
     pts = [(x, y) for x, y in zip(series.x, series.y) if trend.first_step <= x <= trend.last_step]
     if len(pts) < 8:
         return True
     mid = (trend.first_step + trend.last_step) / 2
-    first = [y for x, y in pts if x <= mid]
-    second = [y for x, y in pts if x > mid]
-    rise_first = min(second[: max(1, len(second) // 4)]) - min(first)
-    rise_second = min(second[-max(1, len(second) // 4):]) - min(second)
-    return not (rise_first > 0 and rise_second < 0.5 * rise_first)
+    first = _half_rate([p for p in pts if p[0] <= mid])
+    second = _half_rate([p for p in pts if p[0] > mid])
+    return not (first > 0 and second < STEADY_RATIO * first)
+
+
+STEADY_RATIO = 0.5  # the second half's rate below this share of the first: slowing down
+HALF_TROUGHS = 8  # troughs per half (a sawtooth's peaks say nothing of the level)
+
+
+def _half_rate(pts: list[tuple[float, float]]) -> float:
+    tx, ty = troughs([x for x, _ in pts], [y for _, y in pts], HALF_TROUGHS)
+    return theil_sen(tx, ty)
 
 
 def unnamed_finding(data: RunData, signal: str, j: Judged) -> Finding:
