@@ -203,3 +203,31 @@ def test_growth_after_a_level_shift_is_growing_at_its_own_rate() -> None:
 def test_a_level_shift_with_nothing_growing_after_it_is_not_growing() -> None:
     flat = noisy([BASE + (120 * MIB if x >= 240 else 0) for x in X], 0.2 * MIB)
     assert not judge_memory(flat).growing
+
+
+# Steadiness (a growing signal with no holder is a leak only while it keeps its pace) ------
+def _steady_of(y: list[float]) -> bool:
+    from array import array
+
+    from torchleak.analysis.series import Series
+    from torchleak.analysis.signals import _steady
+
+    trend = judge_memory(y)
+    assert trend.verdict == "growing", trend
+    return _steady(Series("main_uss", "bytes", array("d", X), array("d", y)), trend)
+
+
+def test_a_straight_line_with_a_stall_stays_steady() -> None:
+    # Native memory growing 96 KiB a step, paused for 50 steps while the C allocator
+    # reuses what a census freed: still the same leak.
+    rate, level, y = 96 * 1024, float(BASE), []
+    for step in X:
+        level += 0 if 250 <= step < 300 else rate
+        y.append(level)
+    assert _steady_of(noisy(y, 64 * 1024))
+
+
+def test_a_rise_that_slows_down_is_not_steady() -> None:
+    # Arenas filling up: fast at first, a fraction of that pace in the second half.
+    y = [BASE + 40 * MIB * (1 - 0.993 ** s) for s in X]
+    assert not _steady_of(noisy(y, 64 * 1024))
