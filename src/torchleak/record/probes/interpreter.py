@@ -41,20 +41,61 @@ def interpreter_samples() -> Iterator[HolderSample]:
     yield _sample("sys.modules", sys.modules, "sys.modules", "sys_modules")
 
 
+# A table's bytes by (id, length): these tables change size when they change at all, and
+# sizing one walks its sampled entries (a module each, for sys.modules) at every walk.
+_sized: dict[tuple[int, int], int] = {}
+
+
 def _sample(path: str, table: Any, label: str, mechanism: str) -> HolderSample:
-    fp = container_footprint(table, depth=1)
-    return HolderSample(path, "container", type(table).__name__, access.length(table),
-                        int(fp.bytes), detail={"label": label, "mechanism": mechanism})
+    length = access.length(table)
+    key = (id(table), length)
+    size = _sized.get(key)
+    if size is None:
+        if len(_sized) > 256:
+            _sized.clear()
+        size = _sized[key] = int(container_footprint(table, depth=1).bytes)
+    return HolderSample(path, "container", type(table).__name__, length, size,
+                        detail={"label": label, "mechanism": mechanism})
+
+
+FULL_SCAN_EVERY = 4  # walks between two scans of every module for a new registry
+
+
+class _RegistryScan:
+    """Which modules have a ``__warningregistry__`` worth reading. Every module is looked
+    at (thousands with torch in, ~1 ms a walk with cold caches) when the module count
+    changed or every ``FULL_SCAN_EVERY`` walks; in between only the modules found with
+    one. Names only: a module is looked up again each walk, never kept."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.modules = -1
+        self.walks = 0
+
+    def candidates(self) -> list[str]:
+        self.walks += 1
+        if len(sys.modules) != self.modules or self.walks % FULL_SCAN_EVERY == 0:
+            self.modules = len(sys.modules)
+            self.names = [name for name, module in list(sys.modules.items())
+                          if _registry(module) is not None]
+        return self.names
+
+
+_scan = _RegistryScan()
+
+
+def _registry(module: Any) -> Any:
+    # A plain module's dict is read directly (the general, guarded read costs ~2 us each);
+    # anything else goes through ``access``.
+    attrs = module.__dict__ if type(module) is ModuleType else (
+        access.instance_dict(module) if module is not None else None)
+    return attrs.get("__warningregistry__") if attrs is not None else None
 
 
 def _warning_registries() -> Iterator[HolderSample]:
     found, seen = [], set()
-    for name, module in list(sys.modules.items()):
-        # A plain module's dict is read directly (thousands of modules with torch in: the
-        # general, guarded read costs ~2 us each); anything else goes through ``access``.
-        attrs = module.__dict__ if type(module) is ModuleType else (
-            access.instance_dict(module) if module is not None else None)
-        registry = attrs.get("__warningregistry__") if attrs is not None else None
+    for name in _scan.candidates():
+        registry = _registry(sys.modules.get(name))
         if registry is None:
             continue
         if id(registry) in seen:  # one module under two names (__main__, __mp_main__)
