@@ -254,6 +254,7 @@ class Monitor:
         recorder = self.recorder
         self._detector = LiveDetector(trace, recorder.writer, self._on_live,
                                       current_step=lambda: recorder.step)
+        recorder.boundary_listeners.append(self._detector.at_boundary)
         self._detector.start()
         self._guard = Guard(GuardSettings(opts.guard, opts.guard_share, opts.guard_minutes),
                             limit[0], limit[1], recorder, str(self.folder),

@@ -115,16 +115,29 @@ class ChildSampler:
             while not self._stop.is_set():
                 began = time.thread_time()
                 self.sample_once()
-                # Stay under ~10% of one core: big workers make smaps_rollup slow. CPU
-                # time, not wall time: waiting for the GIL costs the training nothing.
+                # Stay under ~10% of one core: big workers make smaps_rollup slow (CPU time:
+                # reading another process's smaps holds no GIL).
                 cost = time.thread_time() - began
                 # Denser at first (detection needs points early), then lighter.
-                early = time.monotonic() - self._started < EARLY_SECONDS
+                now = time.monotonic()
+                early = now - self._started < EARLY_SECONDS
                 share = EARLY_CPU_SHARE if early else self.cpu_share
-                self._wake.wait(max(self._min_interval, cost / share))
+                wait = max(self._min_interval, cost / share)
+                if not self._children:
+                    # Nothing to sample between the heap's and the main process's turns:
+                    # each wake takes the GIL from the training thread. A fork wakes us.
+                    wait = max(wait, self._next_due(now, early) - now)
+                self._wake.wait(wait)
                 self._wake.clear()
         except BaseException as err:  # a probe never raises into training: record and stop
             self.error = f"{type(err).__name__}: {err}"
+
+    def _next_due(self, now: float, early: bool) -> float:
+        """When the next sweep has something to do: relist the children, the heap, us."""
+        heap = (self._heap_at + self._heap_interval * (0.5 if early else 1.0)
+                if self._heap is not None else now + self._children_refresh)
+        return min(self._children_at + self._children_refresh, heap,
+                   self._main_at + self._main_interval)
 
     def sample_once(self) -> None:
         now = time.monotonic()
