@@ -21,6 +21,13 @@ from torchleak.system.procmem import read_smaps_rollup
 
 EARLY_SECONDS = 15.0
 EARLY_CPU_SHARE = 0.25
+# Workers whose summed USS stayed within QUIET_BYTES (per worker) of where it was
+# QUIET_SWEEPS sweeps ago are read at QUIET_CPU_SHARE: a worker's smaps_rollup costs
+# ~5 ms of a core that a 2-core machine's training and workers share. Any drift past
+# that (a copy-on-read leak moves megabytes a sweep; a slow one adds up) reads densely again.
+QUIET_SWEEPS = 4
+QUIET_BYTES = 1 << 20
+QUIET_CPU_SHARE = 0.02
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
@@ -90,6 +97,8 @@ class ChildSampler:
         self._main_at = 0.0
         self._thread = threading.Thread(target=self._loop, name="torchleak-sampler", daemon=True)
         self.children_uss = 0  # the workers' summed USS at the latest sweep
+        self._still = 0  # sweeps the workers' memory has stayed put
+        self._still_from: tuple[frozenset[int], int] = (frozenset(), 0)  # (pids, USS)
         self.error: str | None = None  # why the sampler stopped (text: no traceback kept)
         self.cpu_share = 0.10
         self._started = time.monotonic()
@@ -122,6 +131,8 @@ class ChildSampler:
                 now = time.monotonic()
                 early = now - self._started < EARLY_SECONDS
                 share = EARLY_CPU_SHARE if early else self.cpu_share
+                if self._still >= QUIET_SWEEPS:
+                    share = min(share, QUIET_CPU_SHARE)
                 wait = max(self._min_interval, cost / share)
                 if not self._children:
                     # Nothing to sample between the heap's and the main process's turns:
@@ -131,6 +142,15 @@ class ChildSampler:
                 self._wake.clear()
         except BaseException as err:  # a probe never raises into training: record and stop
             self.error = f"{type(err).__name__}: {err}"
+
+    def _track_stillness(self, pids: frozenset[int]) -> None:
+        pids_then, uss_then = self._still_from
+        if pids and pids == pids_then and (
+                abs(self.children_uss - uss_then) <= QUIET_BYTES * len(pids)):
+            self._still += 1
+        else:  # new workers, or memory on the move: measured from here
+            self._still = 0
+            self._still_from = (pids, self.children_uss)
 
     def _next_due(self, now: float, early: bool) -> float:
         """When the next sweep has something to do: relist the children, the heap, us."""
@@ -152,6 +172,7 @@ class ChildSampler:
                 latest[pid] = mem.uss
                 self._emit(step, t, pid, "worker", mem.rss, mem.uss, mem.pss)
         self.children_uss = sum(latest.values())
+        self._track_stillness(frozenset(latest))
         if now - self._main_at > self._main_interval:
             self._main_at = now
             mem = read_smaps_rollup(os.getpid())
