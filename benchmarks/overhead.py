@@ -1,6 +1,6 @@
 """How much slower does ``torchleak run`` make a training step? (a script, not a test)
 
-    python benchmarks/overhead.py [--rounds 5] [--quick]
+    python benchmarks/overhead.py [--rounds 5] [--quick] [--device cuda]
 
 For each workload, the same training script runs alternately as ``python train.py``
 (plain) and ``torchleak run --quiet train.py`` (monitored), ``--rounds`` times each, so
@@ -18,7 +18,9 @@ boundary hook runs) and writes the times to a file. We print:
   spent in expensive probes (``meta.monitor_seconds``).
 
 Workloads (calibrated on a 2-core VM, ``torch.set_num_threads(1)``): ``tiny`` is an MLP
-with ~1 ms steps, ``medium`` a wider MLP with ~30 ms steps.
+with ~1 ms steps, ``medium`` a wider MLP with ~30 ms steps. With ``--device cuda`` the same
+models train on the GPU and each step ends with ``torch.cuda.synchronize()``, so a step's
+time holds its kernels and torchleak's reads of the caching allocator.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 # The model, optimizer and batch every workload script builds (needs width, depth, batch).
@@ -43,9 +45,10 @@ torch.set_num_threads(1)
 layers = [torch.nn.Linear(64, width), torch.nn.ReLU()]
 for _ in range(depth - 1):
     layers += [torch.nn.Linear(width, width), torch.nn.ReLU()]
-model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10))
+model = torch.nn.Sequential(*layers, torch.nn.Linear(width, 10)).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x, y = torch.randn(batch, 64), torch.randint(0, 10, (batch,))
+x = torch.randn(batch, 64, device=device)
+y = torch.randint(0, 10, (batch,), device=device)
 '''
 
 TRAIN = '''
@@ -56,7 +59,8 @@ import time
 import torch
 
 width, depth, batch, steps, warmup = (int(a) for a in sys.argv[1:6])
-out = sys.argv[6]
+out, device = sys.argv[6], sys.argv[7]
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 ''' + MODEL + '''times = []
 loop_start = None
 for step in range(warmup + steps):
@@ -67,6 +71,7 @@ for step in range(warmup + steps):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    sync()
     if step >= warmup:
         times.append(time.perf_counter() - start)
 loop = time.perf_counter() - loop_start
@@ -83,6 +88,7 @@ class Workload:
     batch: int
     steps: int
     warmup: int
+    device: str = "cpu"
 
 
 WORKLOADS = (
@@ -106,7 +112,7 @@ def run_once(script: Path, work: Workload, folder: Path, monitored: bool, index:
     """``source``: another tree's ``src`` folder to record with (a baseline)."""
     times_file = folder / f"times-{'mon' if monitored else 'plain'}-{index}.json"
     args = [str(script), str(work.width), str(work.depth), str(work.batch), str(work.steps),
-            str(work.warmup), str(times_file)]
+            str(work.warmup), str(times_file), work.device]
     out = folder / f"run-{index}"
     if monitored:
         cmd = [sys.executable, "-m", "torchleak", "run", "--quiet", "--out", str(out), *args]
@@ -196,6 +202,8 @@ def main() -> int:
     parser.add_argument("--baseline", type=Path, metavar="SRC",
                         help="another tree's src folder, recorded in the same rounds "
                              "(before/after figures side by side)")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the models train (default cpu)")
     args = parser.parse_args()
     print(machine_line(), flush=True)
     rounds = 2 if args.quick else args.rounds
@@ -206,13 +214,14 @@ def main() -> int:
         for work in WORKLOADS:
             if args.only and not work.name.startswith(args.only):
                 continue
+            work = replace(work, device=args.device)
             if args.quick:
-                work = Workload(work.name, work.width, work.depth, work.batch,
-                                work.steps // 3, work.warmup)
+                work = replace(work, steps=work.steps // 3)
             sub = folder / work.name.split()[0]
             sub.mkdir()
             result = measure(work, rounds, sub, script, args.noise, args.baseline)
-            print(f"\n{work.name}: {work.steps} timed steps x {rounds} rounds per side")
+            print(f"\n{work.name} on {work.device}: {work.steps} timed steps x {rounds} "
+                  "rounds per side")
             for key, value in result.items():
                 print(f"  {key:38s} {value:10.4f}")
     print(f"\n# load at the end {os.getloadavg()[0]:.2f}")

@@ -73,11 +73,15 @@ CASES = {
             optimizer.zero_grad(); loss.backward(); optimizer.step()
     """, True, ("param_groups", "state", "extra")),
     "retain_graph_chain": Case("""
-        hidden = torch.zeros(256, 10, device=device)
+        # The chain runs through a gate the optimizer never steps: a chain through the
+        # stepped weights fails at the second backward (they changed in place).
+        gate = torch.ones(1, device=device, requires_grad=True)
+        hidden = torch.zeros(256, 1024, device=device)
         for step in range(300):
             x, y = batch()
-            hidden = hidden + model(x)  # never detached: the graph chains across steps
-            loss = F.cross_entropy(hidden, y)
+            features = model[1](model[0](x)).detach()
+            hidden = hidden * 0.5 + gate * features  # never detached: chains across steps
+            loss = F.cross_entropy(model(x) + model[2](hidden), y)
             optimizer.zero_grad(); loss.backward(retain_graph=True); optimizer.step()
     """, True, ("hidden",)),
     "pinned_host_buffers": Case("""

@@ -7,7 +7,6 @@ two at a time (2 cores), when the first test asks for one; the tests read the re
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import os
 import signal
@@ -20,13 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from integrationkit import installed
 
 SCRIPTS = Path(__file__).parent / "scripts"
 PARALLEL = 2
-
-
-def installed(*modules: str) -> bool:
-    return all(importlib.util.find_spec(m) is not None for m in modules)
 
 
 def child_env(folder: Path) -> dict[str, str]:

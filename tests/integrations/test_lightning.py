@@ -8,12 +8,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from integrationkit import installed
 
 sys.path.insert(0, str(Path(__file__).parent))
 from frameworks import csv_column, culprits, report_json, trace_rows  # noqa: E402
 
 pytestmark = [pytest.mark.integrations,
-              pytest.mark.skipif(not __import__("conftest").installed("lightning"),
+              pytest.mark.skipif(not installed("lightning"),
                                  reason="needs lightning: pip install lightning")]
 HOLDER = "LitModel.training_step_outputs"
 

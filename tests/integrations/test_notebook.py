@@ -10,9 +10,10 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from integrationkit import installed
 
 pytestmark = [pytest.mark.integrations,
-              pytest.mark.skipif(not __import__("conftest").installed("IPython"),
+              pytest.mark.skipif(not installed("IPython"),
                                  reason="needs IPython: pip install ipython")]
 
 KERNEL = '''

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from integrationkit import installed
 import torch
 
 import torchleak
@@ -16,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from frameworks import loop, scalars  # noqa: E402
 
 pytestmark = [pytest.mark.integrations,
-              pytest.mark.skipif(not __import__("conftest").installed("tensorboard"),
+              pytest.mark.skipif(not installed("tensorboard"),
                                  reason="needs tensorboard: pip install tensorboard")]
 
 
@@ -36,7 +37,10 @@ def test_series_and_findings_exported(leaky_run: Path, tmp_path: Path,
     assert "tensorboard --logdir" in capsys.readouterr().err
     series = scalars(out)
     uss = series["torchleak/main_uss_mib"]
-    assert len(uss) >= 50 and all(50 < v < 4096 for _, v in uss)
+    # USS is read at as many of the 60 steps as the run's budget allows (fewer in a young
+    # process): each reading is one point.
+    assert len(uss) >= 20 and all(50 < v < 4096 for _, v in uss)
+    assert [s for s, _ in uss] == sorted({s for s, _ in uss})
     assert any(tag.startswith("torchleak/holders/") and "keep" in tag for tag in series)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from torchleak.errors import TraceError
 from torchleak.trace.judgements import judgement
 
 pytestmark = pytest.mark.integrations
@@ -197,8 +198,8 @@ def _live_verdict(trace: Path) -> str | None:
             live = judgement(conn, "live", report=False)
         finally:
             conn.close()
-    except sqlite3.Error:
-        return None  # not created yet, or busy: ask again
+    except (sqlite3.Error, TraceError):
+        return None  # not created yet, its tables not yet made, or busy: ask again
     return live.verdict if live is not None and (live.step or 0) >= 256 else None
 
 

@@ -10,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from integrationkit import installed
 
 sys.path.insert(0, str(Path(__file__).parent))
 from frameworks import culprits, report_json, scalars, trace_rows  # noqa: E402
 
 pytestmark = [pytest.mark.integrations,
-              pytest.mark.skipif(not __import__("conftest").installed("transformers", "accelerate"),
+              pytest.mark.skipif(not installed("transformers", "accelerate"),
                                  reason="needs transformers and accelerate: "
                                         "pip install transformers accelerate")]
 HOLDER = "KeepingTrainer.step_tensors"
