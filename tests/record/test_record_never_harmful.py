@@ -457,3 +457,34 @@ def test_the_walk_leaves_a_training_functions_locals_as_they_were(workdir: Path)
     # The walk did read both functions' locals: their growing list is a holder.
     walked = {h for (h,) in recorded.rows("SELECT DISTINCT holder FROM holders")}
     assert {"held_locals().grown", "exec_bound().grown"} <= walked, sorted(walked)
+
+
+def test_a_stopped_recording_keeps_nothing_alive_after_a_fork(tmp_path: Path) -> None:
+    """Recordings started and stopped in one process (a test suite with @no_leak on each
+    test) are freed once stopped: a fork handler is process-wide and cannot be removed."""
+    import gc
+    import weakref
+
+    import torch
+
+    from torchleak.live.engine import Monitor, MonitorOptions
+
+    recorders = []
+    for index in range(3):
+        monitor = Monitor(MonitorOptions(out=tmp_path / f"run{index}", name="t", quiet=True))
+        monitor.start()
+        model = torch.nn.Linear(4, 4)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(5):
+            model(torch.randn(2, 4)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        monitor.stop("finished", 0, analyse=False)
+        recorders.append(weakref.ref(monitor.recorder))
+        del monitor
+    pid = os.fork()  # the handlers run: a stopped recording's sampler is not woken to life
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    gc.collect()
+    assert [r() for r in recorders] == [None, None, None]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 
 import psutil
@@ -106,7 +107,7 @@ class ChildSampler:
     def start(self) -> None:
         # A fork (DataLoader starting its workers) makes the cached list stale: relist and
         # sample at once, whatever the pacing.
-        os.register_at_fork(after_in_parent=self._forked)
+        _wake_on_fork(self)
         self._thread.start()
 
     def _forked(self) -> None:
@@ -225,3 +226,21 @@ def _cmdline(pid: int) -> bytes | None:
             return handle.read()
     except OSError:
         return None
+
+
+# Samplers a fork wakes. A fork handler cannot be removed once registered: one handler
+# for the process, over samplers held weakly (a stopped recording's is never kept alive).
+_FORK_WAKES: weakref.WeakSet[ChildSampler] = weakref.WeakSet()
+_fork_handler: list[bool] = []  # [True] once registered
+
+
+def _wake_on_fork(sampler: ChildSampler) -> None:
+    if not _fork_handler:
+        os.register_at_fork(after_in_parent=_wake_all)
+        _fork_handler.append(True)
+    _FORK_WAKES.add(sampler)
+
+
+def _wake_all() -> None:
+    for sampler in list(_FORK_WAKES):
+        sampler._forked()
