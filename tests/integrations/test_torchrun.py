@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from torchleak.errors import TraceError
@@ -232,6 +233,10 @@ def test_a_job_killed_for_real_is_reported_from_its_live_judgements(tmp_path: Pa
             os.kill(pid, signal.SIGKILL)
         proc.wait(timeout=120)
     finally:
+        # The ranks run in sessions of their own: killing the agent's group leaves them
+        # running (a failed wait above never learnt their pids).
+        with contextlib.suppress(psutil.Error):
+            pids += [child.pid for child in psutil.Process(proc.pid).children(recursive=True)]
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
