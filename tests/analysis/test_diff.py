@@ -41,9 +41,12 @@ def test_diff_says_the_holder_went_away_and_the_slope_fell(
     other = next(c for c in diff.categories if c.category == "other_tensors")
     assert other.a_rate is not None and other.a_rate > 64 * 1024, leaky.explain()
     assert other.b_rate is not None and abs(other.b_rate) < 1024
-    # B never peaks higher than a page or so: both twins share this process's heap, whose
-    # free memory (from earlier tests) can absorb A's growth without raising A's peak.
-    assert diff.peak_delta is not None and diff.peak_delta <= 64 * 1024
+    # B's peak is not above A's by more than the shared heap's noise: both twins run in
+    # this process, whose free memory (from earlier tests) can absorb A's 30 MiB of growth
+    # without raising A's peak, and whose collections (earlier tests' garbage) come when
+    # they come; a fixed run that peaked a leak's worth higher would fail this.
+    assert diff.peak_a is not None and diff.peak_delta is not None
+    assert diff.peak_delta <= 0.01 * diff.peak_a
     line = summary_line(diff)
     assert line.startswith("`epoch_logits` gone;") and "main USS slope" in line
     assert not diff.worse and diff.reasons == []

@@ -99,3 +99,34 @@ def test_workers_uss_in_every_step_after_warmup(
     max_rss_mib = run.scalar("SELECT SUM(r) FROM (SELECT MAX(rss) AS r FROM process_samples "
                              "WHERE role = 'worker' GROUP BY pid)") / 1048576.0
     assert all(value <= max_rss_mib for _, value in rows)
+
+
+MIB = 1 << 20
+
+
+def _sweeps(growth_per_step: int, steps_per_sweep: int, sweeps: int) -> list[bool]:
+    """Feed the sampler's pacing rule sweeps of two workers whose summed USS grows by
+    ``growth_per_step`` a step; whether it reads them at the quiet rate after each."""
+    from torchleak.record.probes.process import ChildSampler
+
+    sampler = ChildSampler(lambda *row: None, lambda: 0)
+    workers = frozenset({101, 102})
+    quiet = []
+    for sweep in range(sweeps):
+        step = sweep * steps_per_sweep
+        sampler.children_uss = 400 * MIB + growth_per_step * step
+        sampler._track_stillness(workers, step)
+        quiet.append(sampler._quiet())
+    return quiet
+
+
+def test_still_workers_are_read_at_the_quiet_rate_once_still_over_sweeps_and_steps() -> None:
+    assert _sweeps(0, 50, 8) == [False] * 4 + [True] * 4  # 4 still sweeps, 200 steps
+    assert not any(_sweeps(0, 5, 8))  # 8 sweeps are 40 steps: too few to call them still
+
+
+def test_workers_filling_a_cache_are_never_read_at_the_quiet_rate() -> None:
+    # 16 items of 4 KiB a step between two workers: under 1 MiB a worker over four sweeps
+    # of a slow machine, over it within the steps a still streak needs.
+    assert not any(_sweeps(64 * 1024, 5, 40))
+    assert not any(_sweeps(64 * 1024, 50, 40))

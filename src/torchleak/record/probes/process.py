@@ -23,10 +23,12 @@ from torchleak.system.procmem import read_smaps_rollup
 EARLY_SECONDS = 15.0
 EARLY_CPU_SHARE = 0.25
 # Workers whose summed USS stayed within QUIET_BYTES (per worker) of where it was
-# QUIET_SWEEPS sweeps ago are read at QUIET_CPU_SHARE: a worker's smaps_rollup costs
-# ~5 ms of a core that a 2-core machine's training and workers share. Any drift past
-# that (a copy-on-read leak moves megabytes a sweep; a slow one adds up) reads densely again.
+# QUIET_SWEEPS sweeps and QUIET_STEPS steps ago are read at QUIET_CPU_SHARE: a worker's
+# smaps_rollup costs ~5 ms of a core that a 2-core machine's training and workers share.
+# Any drift past that reads densely again. The steps matter: a worker cache of 32 KiB a
+# step moves less than 1 MiB over four sweeps of a loaded machine's slow steps.
 QUIET_SWEEPS = 4
+QUIET_STEPS = 128
 QUIET_BYTES = 1 << 20
 QUIET_CPU_SHARE = 0.02
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
@@ -99,7 +101,9 @@ class ChildSampler:
         self._thread = threading.Thread(target=self._loop, name="torchleak-sampler", daemon=True)
         self.children_uss = 0  # the workers' summed USS at the latest sweep
         self._still = 0  # sweeps the workers' memory has stayed put
-        self._still_from: tuple[frozenset[int], int] = (frozenset(), 0)  # (pids, USS)
+        # (pids, summed USS, step) where the workers' memory was last seen to move
+        self._still_from: tuple[frozenset[int], int, int] = (frozenset(), 0, 0)
+        self._still_step = 0  # the step of the latest sweep
         self.error: str | None = None  # why the sampler stopped (text: no traceback kept)
         self.cpu_share = 0.10
         self._started = time.monotonic()
@@ -132,7 +136,7 @@ class ChildSampler:
                 now = time.monotonic()
                 early = now - self._started < EARLY_SECONDS
                 share = EARLY_CPU_SHARE if early else self.cpu_share
-                if self._still >= QUIET_SWEEPS:
+                if self._quiet():
                     share = min(share, QUIET_CPU_SHARE)
                 wait = max(self._min_interval, cost / share)
                 if not self._children:
@@ -144,14 +148,20 @@ class ChildSampler:
         except BaseException as err:  # a probe never raises into training: record and stop
             self.error = f"{type(err).__name__}: {err}"
 
-    def _track_stillness(self, pids: frozenset[int]) -> None:
-        pids_then, uss_then = self._still_from
+    def _track_stillness(self, pids: frozenset[int], step: int) -> None:
+        pids_then, uss_then, _ = self._still_from
         if pids and pids == pids_then and (
                 abs(self.children_uss - uss_then) <= QUIET_BYTES * len(pids)):
             self._still += 1
         else:  # new workers, or memory on the move: measured from here
             self._still = 0
-            self._still_from = (pids, self.children_uss)
+            self._still_from = (pids, self.children_uss, step)
+        self._still_step = step
+
+    def _quiet(self) -> bool:
+        """The workers' memory has stayed put over enough sweeps and enough steps."""
+        return (self._still >= QUIET_SWEEPS
+                and self._still_step - self._still_from[2] >= QUIET_STEPS)
 
     def _next_due(self, now: float, early: bool) -> float:
         """When the next sweep has something to do: relist the children, the heap, us."""
@@ -173,7 +183,7 @@ class ChildSampler:
                 latest[pid] = mem.uss
                 self._emit(step, t, pid, "worker", mem.rss, mem.uss, mem.pss)
         self.children_uss = sum(latest.values())
-        self._track_stillness(frozenset(latest))
+        self._track_stillness(frozenset(latest), step)
         if now - self._main_at > self._main_interval:
             self._main_at = now
             mem = read_smaps_rollup(os.getpid())
