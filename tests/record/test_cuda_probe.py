@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import torch.cuda.memory as cuda_memory
 
 from torchleak.live.engine import Monitor, MonitorOptions
 from torchleak.record.probes import cuda as cuda_probe
@@ -56,6 +57,10 @@ def _fake_cuda(monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
         total_memory = 80_000 * MB
 
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: Props())
+    # A CUDA finding called live records the allocator's history: never the real
+    # (CUDA-less) functions under a faked device.
+    monkeypatch.setattr(cuda_memory, "_record_memory_history", lambda *a, **k: None)
+    monkeypatch.setattr(cuda_memory, "_dump_snapshot", lambda filename: None)
 
 
 class FakeAllocator:
