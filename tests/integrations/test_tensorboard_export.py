@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from integrationkit import installed
 import torch
+from integrationkit import installed
 
 import torchleak
 from torchleak.cli import main

@@ -116,7 +116,7 @@ def _sweeps(growth_per_step: int, steps_per_sweep: int, sweeps: int) -> list[boo
         step = sweep * steps_per_sweep
         sampler.children_uss = 400 * MIB + growth_per_step * step
         sampler._track_stillness(workers, step)
-        quiet.append(sampler._quiet())
+        quiet.append(sampler.quiet)
     return quiet
 
 

@@ -103,7 +103,7 @@ class ChildSampler:
         self._still = 0  # sweeps the workers' memory has stayed put
         # (pids, summed USS, step) where the workers' memory was last seen to move
         self._still_from: tuple[frozenset[int], int, int] = (frozenset(), 0, 0)
-        self._still_step = 0  # the step of the latest sweep
+        self.quiet = False  # still over QUIET_SWEEPS sweeps and QUIET_STEPS steps
         self.error: str | None = None  # why the sampler stopped (text: no traceback kept)
         self.cpu_share = 0.10
         self._started = time.monotonic()
@@ -111,7 +111,7 @@ class ChildSampler:
     def start(self) -> None:
         # A fork (DataLoader starting its workers) makes the cached list stale: relist and
         # sample at once, whatever the pacing.
-        _wake_on_fork(self)
+        _FORK_WAKES.add(self)
         self._thread.start()
 
     def _forked(self) -> None:
@@ -136,7 +136,7 @@ class ChildSampler:
                 now = time.monotonic()
                 early = now - self._started < EARLY_SECONDS
                 share = EARLY_CPU_SHARE if early else self.cpu_share
-                if self._quiet():
+                if self.quiet:
                     share = min(share, QUIET_CPU_SHARE)
                 wait = max(self._min_interval, cost / share)
                 if not self._children:
@@ -156,12 +156,7 @@ class ChildSampler:
         else:  # new workers, or memory on the move: measured from here
             self._still = 0
             self._still_from = (pids, self.children_uss, step)
-        self._still_step = step
-
-    def _quiet(self) -> bool:
-        """The workers' memory has stayed put over enough sweeps and enough steps."""
-        return (self._still >= QUIET_SWEEPS
-                and self._still_step - self._still_from[2] >= QUIET_STEPS)
+        self.quiet = self._still >= QUIET_SWEEPS and step - self._still_from[2] >= QUIET_STEPS
 
     def _next_due(self, now: float, early: bool) -> float:
         """When the next sweep has something to do: relist the children, the heap, us."""
@@ -241,16 +236,11 @@ def _cmdline(pid: int) -> bytes | None:
 # Samplers a fork wakes. A fork handler cannot be removed once registered: one handler
 # for the process, over samplers held weakly (a stopped recording's is never kept alive).
 _FORK_WAKES: weakref.WeakSet[ChildSampler] = weakref.WeakSet()
-_fork_handler: list[bool] = []  # [True] once registered
-
-
-def _wake_on_fork(sampler: ChildSampler) -> None:
-    if not _fork_handler:
-        os.register_at_fork(after_in_parent=_wake_all)
-        _fork_handler.append(True)
-    _FORK_WAKES.add(sampler)
 
 
 def _wake_all() -> None:
     for sampler in list(_FORK_WAKES):
         sampler._forked()
+
+
+os.register_at_fork(after_in_parent=_wake_all)
