@@ -214,10 +214,12 @@ def test_the_scripts_cycles_are_collected_as_under_python(runs: RunPool) -> None
     assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr
     for out in (plain.stdout, recorded.proc.stdout):
         assert "under 2,000: True" in out and "alive after gc.collect(): 0" in out, out
-    # torchleak's own start-up objects are out of the collector's sight, none of the script's.
+    # torchleak's start-up objects and torch's import objects (~166,000) are out of the
+    # collector's sight, none the script made after its `import torch`: the 20,000 cycles
+    # above were collected.
     frozen = {name: int(out.rsplit(":", 1)[1]) for name, out in
               (("plain", plain.stdout), ("torchleak", recorded.proc.stdout))}
-    assert frozen["plain"] == 0 and frozen["torchleak"] > 1000, frozen
+    assert frozen["plain"] == 0 and frozen["torchleak"] > 50_000, frozen
 
 
 @prefetch
