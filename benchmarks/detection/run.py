@@ -18,6 +18,7 @@ import os
 import resource
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +34,9 @@ SCRIPTS = HERE / "scripts"
 TOOLS = ("plain", "torchleak", "tracemalloc", "objgraph", "memray", "scalene")
 # torchleak from another tree (``--baseline SRC``), run beside this tree's: before/after.
 BASELINE = "torchleak-baseline"
+# python with torchleak run's freeze of start-up and torch objects (``frozen.py``): the
+# reference for torchleak's own cost (``--tools plain,plain-frozen,torchleak``).
+FROZEN = "plain-frozen"
 TIMEOUT = 300  # seconds; a run stopped here reports nothing (plain runs take 5-60 s)
 
 
@@ -40,6 +44,8 @@ def command(tool: str, script: Path, steps: int, work: Path) -> list[str]:
     py = sys.executable
     if tool == "plain":
         return [py, str(script)]
+    if tool == FROZEN:
+        return [py, str(HERE / "frozen.py"), str(script)]
     if tool in ("torchleak", BASELINE):
         return [py, "-m", "torchleak", "run", "--quiet", "--out", str(work / "run"), "--json",
                 str(work / "out.json"), str(script)]
@@ -56,7 +62,7 @@ def command(tool: str, script: Path, steps: int, work: Path) -> list[str]:
 
 def collect(tool: str, script: Path, work: Path) -> dict[str, Any] | None:
     """The tool's own output, reduced to what the scorer reads."""
-    if tool == "plain":
+    if tool in ("plain", FROZEN):
         return {}
     if tool == "memray":
         return _memray(work / "out.bin", script.name)
@@ -153,6 +159,18 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def whole_run_ratios(results: dict[tuple[str, str, int], dict[str, Any]], tool: str,
+                     reference: str) -> list[tuple[float, str]]:
+    """(tool's wall / the reference's wall, script) for each finished run of ``tool``."""
+    ratios = []
+    for (name, script, _repeat), result in results.items():
+        base = results.get((reference, script, 0))
+        if name == tool and result.get("rc") == 0 and base and base.get("rc") == 0 \
+                and not result.get("cpu_only"):
+            ratios.append((result["wall"] / base["wall"], script))
+    return ratios
+
+
 def load_results(results: Path) -> dict[tuple[str, str, int], dict[str, Any]]:
     found = {}
     for path in results.glob("*/*.json"):
@@ -241,6 +259,15 @@ def main() -> None:
     rows = score.table(manifest, results, sources, [t for t in TOOLS + (BASELINE,)
                                                     if t in tools or args.table_only], plain_cpu)
     print(markdown(rows))
+    print()
+    for row in rows:
+        for reference in ("plain", FROZEN):
+            ratios = whole_run_ratios(results, row["tool"], reference)
+            if ratios:
+                worst = max(ratios, key=lambda r: r[0])
+                print(f"{row['tool']} wall / {reference} wall over {len(ratios)} runs: median "
+                      f"{statistics.median(r for r, _ in ratios):.3f}, worst {worst[0]:.3f} "
+                      f"({worst[1]}), over 1.15: {sum(r > 1.15 for r, _ in ratios)}")
     print()
     print(per_script(rows, manifest))
     live = score.live_table(manifest, results)

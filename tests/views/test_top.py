@@ -51,7 +51,10 @@ class PtyProcess:
         return bool(predicate(self.output))  # type: ignore[operator]
 
     def close(self) -> int:
+        """Wait for the child, reading what it still draws: a terminal whose buffer nobody
+        reads blocks the child's last frame (seen under load: top never exited)."""
         try:
+            self.read_until(lambda _out: self.proc.poll() is not None, timeout=30)
             return self.proc.wait(timeout=10)
         finally:
             os.close(self.master)

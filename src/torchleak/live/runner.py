@@ -16,6 +16,7 @@ import importlib.util
 import os
 import runpy
 import sys
+import threading
 import traceback
 import types
 from dataclasses import dataclass
@@ -99,7 +100,11 @@ def die_like_python(outcome: Outcome) -> None:
     import signal
 
     signal.signal(outcome.signal, signal.SIG_DFL)
-    os.kill(os.getpid(), outcome.signal)
+    # To this thread: delivered as the call returns. A signal to the process may be taken
+    # by another thread while this one goes on to exit with the plain code (seen under
+    # load: exit status 130 instead of death by SIGINT).
+    signal.pthread_kill(threading.get_ident(), outcome.signal)
+    os.kill(os.getpid(), outcome.signal)  # blocked in this thread: the process's way
 
 
 def freeze_startup_objects() -> None:
