@@ -108,6 +108,25 @@ def test_the_quick_remeasure_is_spread_so_it_costs_a_small_share_of_fast_steps()
     assert scheduler.due("quick", runs[-1] + 1, now=100.0) == "schedule"
 
 
+def test_the_time_spent_choosing_probes_counts_in_the_quick_remeasures_spacing() -> None:
+    scheduler = _scheduler(1.0)
+    scheduler.step_seconds = 0.0005  # a fast loop: 3% of a step is 15 us
+    alone: list[int] = []
+    for step in range(101, 141):  # a 10 us re-measure alone fits at every boundary
+        if scheduler.due("quick", step, now=100.0):
+            scheduler.ran("quick", step, 0.00001)
+            alone.append(step)
+    assert len(alone) == 40, alone
+    chosen: list[int] = []
+    for step in range(141, 181):  # ... but each such boundary took 30 us of our time
+        if scheduler.due("quick", step, now=100.0):
+            scheduler.ran("quick", step, 0.00001)
+            scheduler.boundary_done(0.00003)
+            chosen.append(step)
+    assert 18 <= len(chosen) <= 21, chosen  # every second step: 30 us is 3% of two steps
+    assert scheduler.plan_overhead == pytest.approx(0.00002)
+
+
 def test_a_boundary_is_ready_only_when_one_probe_has_both_its_time_and_its_step() -> None:
     scheduler = _scheduler(0.01)
     scheduler.ran("census", 100, 0.05)  # within its gap from step 110, its budget far later

@@ -159,6 +159,7 @@ class Scheduler:
 
     def ran(self, probe: str, step: int, seconds: float) -> None:
         self.costs[probe].record(seconds)
+        self._ran_seconds += seconds
         self.last_step[probe] = step
         fixed, hunt = probe in self._fixed_now, probe in self._hunt_now
         if fixed:  # a fixed anchor (``due``): outside the budget, within the anchors' share
@@ -215,6 +216,19 @@ class Scheduler:
         return False
 
     step_seconds: float = 0.0  # the latest step's wall time, set before probes are planned
+    # A boundary that runs a probe also pays for choosing it (the gates, the other probes'
+    # checks, the memory read it forces): ~20 us, twice a quick re-measure of one suspect.
+    # Charged to the re-measure's spacing (it runs at most boundaries of a fast loop), the
+    # 3% it may cost is what it does cost.
+    plan_overhead: float = 0.0
+    _ran_seconds: float = 0.0  # the probes' own seconds at the current boundary
+
+    def boundary_done(self, seconds: float) -> None:
+        """A boundary that looked at the probes took ``seconds`` of our time in all."""
+        overhead = max(0.0, seconds - self._ran_seconds)
+        self.plan_overhead = overhead if not self.plan_overhead else \
+            0.5 * self.plan_overhead + 0.5 * overhead
+        self._ran_seconds = 0.0
 
     def _gap(self, probe: str, step: int) -> int:
         """Steps between two runs of ``probe``: its minimum, wider on long runs, and for
@@ -222,7 +236,8 @@ class Scheduler:
         steps it spreads over (on a fast loop it would otherwise run at most boundaries)."""
         gap = max(self.min_gap_steps[probe], step // SAMPLES_PER_SERIES)
         if probe == "quick" and self.step_seconds > 0:
-            spread = self.costs[probe].expected / (QUICK_STEP_SHARE * self.step_seconds)
+            spread = (self.costs[probe].expected + self.plan_overhead) / (
+                QUICK_STEP_SHARE * self.step_seconds)
             gap = max(gap, math.ceil(spread))
         return gap
 

@@ -285,6 +285,8 @@ class Recorder:
         # inside a probe (``_run_probe``): neither ours nor the step's.
         own_ms = (end - start - self._collections_inside) * 1000.0
         self._collections_inside = 0.0
+        if probes and plan is not None:
+            plan.scheduler.boundary_done(own_ms / 1000.0)
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
                                   uss, None, gc.get_count()[0], own_ms))
         for listener in self.boundary_listeners:
