@@ -7,7 +7,9 @@ bytes and items per step, and how soon the online rule fired.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +19,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 import torchleak
+from torchleak.report import Report
 from torchleak.analysis.diff import holder_name as diff_holder_name
 from harness import Recorded, assert_leak, assert_rate, growth_per_step, record_loop
 from loops import BATCH, HIDDEN, IN, graph_nodes, make_batches, make_model
@@ -391,6 +394,16 @@ def test_verdict_names_the_holder(leak_run: tuple[Leak, Recorded]) -> None:
         assert finding.holder_name and finding.holder_name in finding.holder_path, finding
         assert finding.holder_kind, finding
         assert diff_holder_name(finding) == finding.holder_name
+
+
+@scenarios
+def test_the_reports_dict_form_is_dataclasses_own(leak_run: tuple[Leak, Recorded]) -> None:
+    """``Report.to_dict`` skips ``asdict``'s deep copies; what it gives is the same tree,
+    and the JSON form reads back to the same report."""
+    _leak, run = leak_run
+    assert run.report.to_dict() == dataclasses.asdict(run.report)
+    again = Report.from_dict(json.loads(run.report.to_json()))
+    assert again is not None and again.to_dict() == run.report.to_dict()
 
 
 @scenarios

@@ -17,12 +17,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from torchleak.analysis import RunDataBuilder, build_report
 from torchleak.analysis.confirm import MIN_DOUBLING_STEPS
-from torchleak.report import Finding, Report
+from torchleak.report import Finding, Report, plain
 from torchleak.trace.judgements import judgement_row
 from torchleak.trace.reader import readonly_uri
 from torchleak.trace.writer import TraceWriter
@@ -168,7 +168,7 @@ class LiveDetector:
         self._recheck_at = _recheck_step(data.steps, RECHECK_GROWTH if waiting
                                          else STEP_GROWTH)
         self._writer.judge(judgement_row("live", data.steps, report.to_dict(), self.tier(),
-                                         [asdict(c) for c in self.calls], len(self.suspected)))
+                                         [plain(c) for c in self.calls], len(self.suspected)))
         if fired:
             self._writer.flush()  # a call is on disk before it is said: a kill -9 keeps it
         self.latest = report
