@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -234,6 +235,36 @@ def test_keyboard_interrupt_dies_by_sigint_after_the_trace_is_closed(runs: RunPo
     assert recorded.proc.stdout == plain.stdout
     assert "KeyboardInterrupt" in without_our_lines(recorded.proc.stderr)
     assert recorded.meta("status") == "crashed" and recorded.judgement("final") is not None
+
+
+OWN_HANDLER = """
+    import signal
+
+    signal.signal(signal.SIGINT, lambda *_: None)  # the script's own Ctrl-C handler
+    print("raising", flush=True)
+    raise KeyboardInterrupt
+"""
+
+
+@pytest.mark.parametrize("sigint", ["ignored from the start", "as inherited"])
+def test_an_uncaught_keyboard_interrupt_dies_by_sigint_whatever_the_handler(
+        tmp_path: Path, sigint: str) -> None:
+    # A shell's background job starts with SIGINT ignored; Python dies by SIGINT anyway.
+    ignore = sigint == "ignored from the start"
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignore else None
+    try:  # the children inherit the disposition
+        script = tmp_path / "handler.py"
+        script.write_text(textwrap.dedent(OWN_HANDLER))
+        plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                               timeout=60, env=child_env())
+        recorded = subprocess.run(
+            [sys.executable, "-m", "torchleak", "run", "--quiet", "--out", str(tmp_path / "run"),
+             str(script)], capture_output=True, text=True, timeout=60, env=child_env())
+    finally:
+        if ignore:
+            signal.signal(signal.SIGINT, before)
+    assert plain.returncode == recorded.returncode == -signal.SIGINT, recorded.stderr
+    assert plain.stdout == recorded.stdout == "raising\n"
 
 
 @prefetch

@@ -24,6 +24,10 @@ WRITER = Path(__file__).with_name("live_writer.py")
 STEP = re.compile(rb"(?:running|finished|killed|crashed|stopped)(?:\x1b\[[\d;]*m)*\s+step ([\d,]+)")
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class PtyProcess:
     """A child process on a pseudo-terminal, so rich draws live frames as for a person."""
 
@@ -31,8 +35,11 @@ class PtyProcess:
         master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
         env = dict(os.environ, TERM="xterm-256color", COLUMNS="120", LINES="40")
+        # As a terminal's foreground job: Ctrl-C's SIGINT acts even when this suite runs
+        # in the background of a shell (which starts its jobs with SIGINT ignored).
         self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave,
-                                     close_fds=True, env=env, start_new_session=True)
+                                     close_fds=True, env=env, start_new_session=True,
+                                     preexec_fn=_default_sigint)
         os.close(slave)
         self.master = master
         self.output = b""

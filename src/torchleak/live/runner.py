@@ -168,15 +168,12 @@ def run_target(target: Target) -> Outcome:
 
 
 def _sigint() -> int | None:
-    """Python dies by SIGINT on an uncaught KeyboardInterrupt when SIGINT's handler is
-    its own default one."""
+    """Python dies by SIGINT on any uncaught KeyboardInterrupt (its ``exit_sigint``):
+    whatever handler the script installed, and when SIGINT was ignored from the start (a
+    job sent to the background by a shell)."""
     import signal
 
-    try:
-        handler = signal.getsignal(signal.SIGINT)
-    except ValueError:
-        return None
-    return int(signal.SIGINT) if handler is signal.default_int_handler else None
+    return int(signal.SIGINT) if hasattr(signal, "pthread_kill") else None
 
 
 def _run_file(script: str) -> None:
