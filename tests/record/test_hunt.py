@@ -6,10 +6,11 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
 import torch
 
 from torchleak.live.engine import Monitor, MonitorOptions
-from torchleak.record.plan import HUNT_MIN_GAP, HUNT_SPREAD, HUNT_WALKS
+from torchleak.record.plan import CONFIRM_SAMPLES, HUNT_MIN_GAP, HUNT_SPREAD, HUNT_WALKS
 
 STEPS, HUNT_AT = 400, 300
 
@@ -38,3 +39,31 @@ def test_a_hunt_walks_again_spaced_out(tmp_path: Path) -> None:
     assert walks[0] == HUNT_AT + 1  # the next boundary
     for before, after in zip(walks, walks[1:]):
         assert after - before == max(HUNT_MIN_GAP, before // HUNT_SPREAD)
+
+
+@pytest.mark.parametrize("budget, confirmed", [(0.05, CONFIRM_SAMPLES), (1e-6, 0)])
+def test_a_live_suspicion_is_re_measured_within_the_budget(tmp_path: Path, budget: float,
+                                                           confirmed: int) -> None:
+    # The live detector asks for re-measures of what it suspects after each pass; they are
+    # the quick re-measure's runs and come out of its share of the budget.
+    monitor = Monitor(MonitorOptions(out=tmp_path, name="confirm", quiet=True, budget=budget))
+    monitor.start()
+    history = []
+    try:
+        model = torch.nn.Linear(8, 8)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(1, 201):
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            history.append(loss.item())
+            if step == 100:
+                assert monitor.recorder is not None
+                monitor.recorder.confirm(["history"])
+    finally:
+        monitor.stop("finished", 0, analyse=False)
+    conn = sqlite3.connect(tmp_path / "trace.sqlite")
+    runs = conn.execute("SELECT COUNT(*) FROM holder_walks WHERE reason = 'confirm'").fetchone()
+    conn.close()
+    assert runs[0] == confirmed, runs

@@ -113,8 +113,7 @@ class Scheduler:
         gap = self._gap(probe, step)
         if not anchor and step - self.last_step.get(probe, -10**9) < gap:
             return None
-        # A probe's share of the budget, its early anchors not charged to it.
-        allowance = self.budget * self.share[probe] * (now - self.started) + self.early_of(probe)
+        allowance = self._allowance(probe, now)
         if fixed and probe == "holders":
             # The walk's anchors run at their steps whatever the clock: ~1-5 ms each, a few
             # dozen in a million steps, and what names a leak; a verdict must not depend on
@@ -170,6 +169,16 @@ class Scheduler:
         if fixed or hunt:
             self.early_spent += seconds
             self.early_by_probe[probe] = self.early_by_probe.get(probe, 0.0) + seconds
+
+    def _allowance(self, probe: str, now: float) -> float:
+        """What ``probe`` may have spent by ``now``: its share of the budget, its early
+        anchors not charged to it."""
+        return self.budget * self.share[probe] * (now - self.started) + self.early_of(probe)
+
+    def affords(self, probe: str, now: float) -> bool:
+        """Whether one more run of ``probe`` stays within its share of the budget."""
+        cost = self.costs[probe]
+        return cost.spent + cost.expected <= self._allowance(probe, now)
 
     def outside_budget(self, probe: str) -> None:
         """The next run of ``probe`` is a fixed cost, not charged to its share nor to the
