@@ -100,9 +100,7 @@ def die_like_python(outcome: Outcome) -> None:
     import signal
 
     signal.signal(outcome.signal, signal.SIG_DFL)
-    # To this thread: delivered as the call returns. A signal to the process may be taken
-    # by another thread while this one goes on to exit with the plain code (seen under
-    # load: exit status 130 instead of death by SIGINT).
+    # To this thread, delivered as the call returns: nothing of ours runs after it.
     signal.pthread_kill(threading.get_ident(), outcome.signal)
     os.kill(os.getpid(), outcome.signal)  # blocked in this thread: the process's way
 
