@@ -48,7 +48,6 @@ def test_a_live_suspicion_is_re_measured_within_the_budget(tmp_path: Path, budge
     # the quick re-measure's runs and come out of its share of the budget.
     monitor = Monitor(MonitorOptions(out=tmp_path, name="confirm", quiet=True, budget=budget))
     monitor.start()
-    history = []
     try:
         model = torch.nn.Linear(8, 8)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -57,10 +56,9 @@ def test_a_live_suspicion_is_re_measured_within_the_budget(tmp_path: Path, budge
             opt.zero_grad()
             loss.backward()
             opt.step()
-            history.append(loss.item())
-            if step == 100:
+            if step == 100:  # nothing here grows: these are the only confirmations asked
                 assert monitor.recorder is not None
-                monitor.recorder.confirm(["history"])
+                monitor.recorder.confirm(["model"])
     finally:
         monitor.stop("finished", 0, analyse=False)
     conn = sqlite3.connect(tmp_path / "trace.sqlite")
