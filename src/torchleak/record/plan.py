@@ -28,6 +28,11 @@ HUNT_PROBE_CAP_SECONDS = 0.5
 CONFIRM_SAMPLES = 4  # re-measures of suspected holders after each live look at them
 CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the steps so far
 
+# Walks the run's events ask for (an epoch or validation end, a hunt, the run's end): they
+# run whatever the budget (a healthy per-epoch list is seen emptied only by a walk right
+# after the epoch), so they are a fixed cost beside the anchors, not the budget's share.
+EVENT_WALKS = frozenset({"phase", "hunt", "end"})
+
 RunProbe = Callable[[Probe, int, "FrameType | None", str], None]
 
 
@@ -98,6 +103,8 @@ class ProbePlan:
                 if reason == "hunt":
                     self._hunt_left -= 1
                     self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
+                if reason in EVENT_WALKS:
+                    self.scheduler.outside_budget(walk.name)
                 run_probe(walk, step, frame, reason)
             elif self._confirm_left and step >= self._confirm_next:
                 self._confirm_left -= 1  # a sample the budget cannot pay for is skipped

@@ -152,7 +152,7 @@ class Scheduler:
     next_due: float = 0.0
     next_step: int = 0
 
-    early_spent: float = 0.0  # time of the runs outside the budget: fixed anchors and hunts
+    early_spent: float = 0.0  # time of the runs outside the budget: fixed anchors, event walks, hunts
     anchor_spent: float = 0.0  # ... the fixed anchors' part: what ANCHOR_BUDGETS bounds
     early_by_probe: dict[str, float] = field(default_factory=dict)
 

@@ -155,6 +155,7 @@ class Recorder:
         self._sampler.stop()
         if self.step > 0 and self.plan is not None:
             # Module globals and registries outlive the script; its locals do not.
+            self.scheduler.outside_budget(self.plan.walk.name)  # an event walk (EVENT_WALKS)
             self._run_probe(self.plan.walk, self.step, None, "end")
         if self.cuda is not None:
             self.safely("cuda_history", self.cuda.save_history)

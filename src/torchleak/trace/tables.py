@@ -304,8 +304,9 @@ META_KEYS: dict[str, str] = {
     "exit_code": "the script's", "steps": "steps recorded", "step_definition": "what one step was in this run",
     "monitor_seconds": "torchleak's own time on the training thread",
     "probe_costs": "each probe's runs and seconds",
-    "anchor_probe_seconds": "the anchors' part of the probes' cost (start-up censuses and "
-                            "holder walks)",
+    "anchor_probe_seconds": "the probes' fixed cost outside the budget: anchors (start-up "
+                            "censuses and holder walks) and the walks the run's events ask "
+                            "for (epoch ends, hunts, the end)",
     "probes_disabled": "probes switched off after a failure",
     "own_memory": "`start_bytes`: USS the recorder added by starting; `census_scan_bytes`: "
                   "the census scan's transient list",
