@@ -11,7 +11,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -253,18 +252,12 @@ def test_an_uncaught_keyboard_interrupt_dies_by_sigint_whatever_the_handler(
     ignore = sigint == "ignored from the start"
     before = signal.signal(signal.SIGINT, signal.SIG_IGN) if ignore else None
     try:  # the children inherit the disposition
-        script = tmp_path / "handler.py"
-        script.write_text(textwrap.dedent(OWN_HANDLER))
-        plain = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                               timeout=60, env=child_env())
-        recorded = subprocess.run(
-            [sys.executable, "-m", "torchleak", "run", "--quiet", "--out", str(tmp_path / "run"),
-             str(script)], capture_output=True, text=True, timeout=60, env=child_env())
+        plain, recorded = plain_then_recorded(tmp_path, "handler.py", OWN_HANDLER, ("--quiet",))
     finally:
         if ignore:
             signal.signal(signal.SIGINT, before)
-    assert plain.returncode == recorded.returncode == -signal.SIGINT, recorded.stderr
-    assert plain.stdout == recorded.stdout == "raising\n"
+    assert plain.returncode == recorded.proc.returncode == -signal.SIGINT, recorded.proc.stderr
+    assert plain.stdout == recorded.proc.stdout == "raising\n"
 
 
 @prefetch

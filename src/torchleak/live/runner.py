@@ -106,29 +106,24 @@ def die_like_python(outcome: Outcome) -> None:
 
 
 def freeze_startup_objects() -> None:
-    """Put the interpreter's start-up objects and torchleak's own out of the cyclic
-    collector's sight before the script starts (``gc.freeze``).
+    """Put objects that live to the end of the process out of the cyclic collector's sight
+    (``gc.freeze``): the interpreter's start-up objects and torchleak's now, before the
+    script starts, and torch's own once the program's ``import torch`` ends.
 
-    They live to the end of the process anyway. Left in view, the ~17,000 objects
-    torchleak's modules add brought one more full collection forward once torch was
-    loaded (~90 ms, a third of a short run's whole cost), and every full collection
-    re-scanned them. The script's own objects are collected exactly as under python."""
-    gc.collect()  # torchleak's start-up garbage is freed, never frozen
-    gc.freeze()
-    when_torch_imported(freeze_torch_objects)
+    Left in view, every full collection re-scanned them: the ~17,000 objects torchleak's
+    modules add brought one more full collection forward once torch was loaded (~90 ms),
+    and the ~166,000 torch's import leaves cost each full collection ~80 ms on a 2-core
+    machine (a run of a few seconds makes five). Garbage is collected before each freeze,
+    never frozen. The script's objects made after its ``import torch`` are collected as
+    under python. The limit: those it made before that line are frozen too, so one that
+    later becomes garbage inside a reference cycle stays (freed by reference count it goes
+    as usual); what a script makes above that line is almost always module-level state
+    kept to its end."""
+    _collect_then_freeze()
+    when_torch_imported(_collect_then_freeze)
 
 
-def freeze_torch_objects() -> None:
-    """The same for torch's own module objects, once the program's ``import torch`` ends.
-
-    Importing torch leaves ~166,000 objects the cyclic collector tracks, and each full
-    collection of the run re-scanned all of them (~80 ms each on a 2-core machine: a run of
-    a few seconds makes five). They live to the end of the process; out of the collector's
-    sight, a full collection scans only what the program made since. The import's own
-    garbage is collected first, never frozen. The limit: objects the program made before
-    its ``import torch`` are frozen with them, so one of them that later becomes garbage
-    inside a reference cycle stays (freed by reference count it goes as usual); what a
-    script makes above that line is almost always module-level state kept to its end."""
+def _collect_then_freeze() -> None:
     gc.collect()
     gc.freeze()
 

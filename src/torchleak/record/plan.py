@@ -128,6 +128,12 @@ class ProbePlan:
                 run_probe(probe, step, frame, reason)
         self.scheduler.plan(quick=bool(walk.suspects), step=step)
 
+    def end(self, step: int, run_probe: RunProbe) -> None:
+        """The last walk, once the script has returned: module globals and registries
+        outlive it, its locals do not. An event walk (``EVENT_WALKS``)."""
+        self.scheduler.outside_budget(self.walk.name)
+        run_probe(self.walk, step, None, "end")
+
     def _hunting(self, probe: Probe, step: int) -> bool:
         """Whether a hunt owes ``probe`` a run at this step (and it is affordable)."""
         owed = self._probe_hunts.get(probe.name)

@@ -154,9 +154,7 @@ class Recorder:
         self.sources.detach()
         self._sampler.stop()
         if self.step > 0 and self.plan is not None:
-            # Module globals and registries outlive the script; its locals do not.
-            self.scheduler.outside_budget(self.plan.walk.name)  # an event walk (EVENT_WALKS)
-            self._run_probe(self.plan.walk, self.step, None, "end")
+            self.plan.end(self.step, self._run_probe)
         if self.cuda is not None:
             self.safely("cuda_history", self.cuda.save_history)
         if self._sampler.error is not None:

@@ -245,7 +245,7 @@ def overhead_text(overhead: dict[str, Any]) -> str:
         text += f", expensive probes {overhead['probe_seconds']:.3g} s in all"
         if overhead.get("probe_share") is not None and overhead.get("budget") is not None:
             text += (f" ({overhead.get('anchor_probe_seconds', 0):.3g} s at anchors and the "
-                     f"run's events, the rest "
+                     "run's events, the rest "
                      f"{100 * float(overhead['probe_share']):.2g}% of the wall time, budget "
                      f"{100 * float(overhead['budget']):.2g}%)")
     if overhead.get("memory_bytes") is not None:
