@@ -42,9 +42,9 @@ def downsample(steps: list[float], values: list[float], limit: int = POINTS
     n = len(values)
     for b in range(buckets):
         lo, hi = b * n // buckets, max(b * n // buckets + 1, (b + 1) * n // buckets)
-        chunk = range(lo, hi)
-        i_min = min(chunk, key=values.__getitem__)
-        i_max = max(chunk, key=values.__getitem__)
+        chunk = values[lo:hi]  # min/max of a slice, then its index: no key calls
+        i_min = lo + chunk.index(min(chunk))
+        i_max = lo + chunk.index(max(chunk))
         for i in sorted({i_min, i_max}):
             out_s.append(steps[i])
             out_v.append(values[i])

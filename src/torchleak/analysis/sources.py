@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 import os
 import sys
-from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 
@@ -29,10 +28,12 @@ _FIGURE_CALLS = {"figure", "subplots"}
 
 
 @lru_cache(maxsize=16)
-def _parse(path: str) -> tuple[ast.Module | None, tuple[str, ...]]:
+def _parse(path: str) -> tuple[tuple[ast.AST, ...] | None, tuple[str, ...]]:
+    """The file's statements and expressions in source order, and its lines: parsed and
+    ordered once (the live detector asks at every pass)."""
     try:
         text = Path(path).read_text(errors="replace")
-        return ast.parse(text), tuple(text.splitlines())
+        return _nodes_in_order(ast.parse(text)), tuple(text.splitlines())
     except (OSError, SyntaxError, ValueError):
         return None, ()
 
@@ -73,9 +74,9 @@ def _matches(node: ast.AST, kind: str, name: str) -> bool:
     return False
 
 
-def _nodes_in_order(tree: ast.Module) -> Iterator[ast.AST]:
-    return iter(sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")),
-                       key=lambda n: (n.lineno, n.col_offset)))
+def _nodes_in_order(tree: ast.Module) -> tuple[ast.AST, ...]:
+    return tuple(sorted((n for n in ast.walk(tree) if hasattr(n, "lineno")),
+                        key=lambda n: (n.lineno, n.col_offset)))
 
 
 def module_file(module: str) -> str | None:
@@ -102,10 +103,10 @@ def find_source(script: str | None, kind: str, name: str) -> str | None:
         script = module_file(script[3:].strip())
     if not script:
         return None
-    tree, lines = _parse(script)
-    if tree is None or (kind not in ("hooks", "figures") and not name.isidentifier()):
+    nodes, lines = _parse(script)
+    if nodes is None or (kind not in ("hooks", "figures") and not name.isidentifier()):
         return None
-    for node in _nodes_in_order(tree):
+    for node in nodes:
         if _matches(node, kind, name):
             line = node.lineno
             return f"{script}:{line}: {lines[line - 1].strip()}"

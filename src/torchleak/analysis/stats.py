@@ -26,13 +26,15 @@ def theil_sen(x: Sequence[float], y: Sequence[float]) -> float:
     if n > _MAX_PAIRS_POINTS:
         rng = random.Random(0)
         idx = sorted(rng.sample(idx, _MAX_PAIRS_POINTS))
-    slopes = []
-    for a in range(len(idx)):
-        i = idx[a]
-        for b in range(a + 1, len(idx)):
-            j = idx[b]
-            if x[j] != x[i]:
-                slopes.append((y[j] - y[i]) / (x[j] - x[i]))
+    xs = [x[i] for i in idx]
+    ys = [y[i] for i in idx]
+    slopes: list[float] = []
+    # One comprehension per point (not a loop of appends): the pairs of 400 points are
+    # 80,000 slopes, and every live pass and report computes a few of them.
+    for a in range(len(xs) - 1):
+        xa, ya = xs[a], ys[a]
+        slopes += [(yb - ya) / (xb - xa) for xb, yb in zip(xs[a + 1:], ys[a + 1:])
+                   if xb != xa]
     if not slopes:
         return 0.0
     slopes.sort()

@@ -165,17 +165,37 @@ def overhead(data: RunData) -> dict[str, Any]:
         costs["mean_ms_per_step"] = round(data.monitor_ms_total / data.steps, 4)
         costs["run_share"] = round(data.monitor_ms_total / whole, 4)
     costs.update(_probe_costs(data.meta))
+    costs.update(_live_costs(data.meta))
     costs.update(_own_memory(data.meta))
     disabled = data.meta.get("probes_disabled")
     if isinstance(disabled, list) and disabled:
         costs["disabled"] = [str(d) for d in disabled]
-    costs["over_budget"] = bool(costs["share"] > MAX_STEP_SHARE or costs.get(
-        "probe_share", 0) > BUDGET_SLACK * costs.get("budget", 1.0))
+    costs["over_budget"] = bool(
+        costs["share"] > MAX_STEP_SHARE
+        or costs.get("probe_share", 0) > BUDGET_SLACK * costs.get("budget", 1.0)
+        or costs.get("live_share", 0) > BUDGET_SLACK * costs.get("live_cap", 1.0))
     return costs
 
 
 MAX_STEP_SHARE = 0.05  # a boundary costing more than this share of a typical step is too much
 BUDGET_SLACK = 1.5  # the scheduler checks the budget before a probe runs, not after
+
+
+def _live_costs(meta: dict[str, Any]) -> dict[str, Any]:
+    """The live detector's CPU, its passes, and its share of the run's wall time against
+    the share it may take (a pass holds the GIL: the training thread waits that long)."""
+    live = meta.get("live_detector")
+    if not isinstance(live, dict) or number(live.get("seconds")) is None:
+        return {}
+    seconds = number(live.get("seconds")) or 0.0
+    found: dict[str, Any] = {"live_seconds": round(seconds, 3),
+                             "live_passes": int(number(live.get("passes")) or 0)}
+    start, end = number(meta.get("start_time")), number(meta.get("end_time"))
+    if start is not None and end is not None and end > start:
+        found["live_share"] = round(seconds / (end - start), 4)
+    if number(live.get("share")) is not None:
+        found["live_cap"] = round(number(live.get("share")) or 0.0, 4)
+    return found
 
 
 def _probe_costs(meta: dict[str, Any]) -> dict[str, Any]:

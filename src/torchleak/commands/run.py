@@ -30,7 +30,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         "./torchleak-runs/<script>-<timestamp>/, or under $TORCHLEAK_RUNS_DIR)")
     parser.add_argument("--name", help="a name for this run (default: the script's name)")
     parser.add_argument("--budget", metavar="PCT", type=float, default=1.0,
-                        help="overhead budget for expensive probes, in %% of wall time (default 1)")
+                        help="overhead budget for expensive probes, in %% of wall time "
+                             "(default 1); the live detector may take twice it")
     parser.add_argument("--limit", metavar="SIZE",
                         help="the memory limit projections and the guard use, e.g. 12GiB "
                              "(default: the cgroup's limit, else RAM)")

@@ -5,9 +5,12 @@ never on the training thread, and only the rows that are new since its last pass
 (``RunDataBuilder``), so its memory stays bounded however long the run. Its timed
 passes use at most ~0.3% of one core: after a pass that took ``c`` seconds it waits
 ``max(MIN_INTERVAL, c / SHARE)``. Passes also come as the run grows (``EARLY_STEPS``,
-``STEP_GROWTH``, ``RECHECK_GROWTH``): a number logarithmic in the steps, which a short
-run pays in full (measured: 20-25 passes of ~3 ms, 60-70 ms of CPU, in runs of 600-1,200
-steps lasting 2-3 s). Each pass stores its judgement (the
+``STEP_GROWTH``, ``RECHECK_GROWTH``): a number logarithmic in the steps. All passes
+together stay within ``LIVE_BUDGETS`` times the overhead budget (``--budget``: 2% by
+default) of the process's wall time so far (its start-up included): a pass holds the GIL for most of its few milliseconds, so the training thread
+waits that long, and a short run paid ~25 passes in full (140 ms of CPU in a 3 s run of
+3,000 steps, measured). A pass the share cannot pay for yet waits until it can. Each pass
+stores its judgement (the
 ``judgements`` row of phase 'live': the verdict, the report with its suspects, the calls)
 so ``top``, ``ls`` and a ``report`` after a ``kill -9`` read the same truth, and a
 ``detection`` event the first time each finding fires.
@@ -33,6 +36,9 @@ from torchleak.vocab import Verdict
 
 MIN_INTERVAL = 2.0
 SHARE = 0.003
+# All passes, step-driven ones included, may take this many overhead budgets of the
+# process's wall time in CPU time.
+LIVE_BUDGETS = 2.0
 TICK = 0.05  # how often the detector looks at the step count (a few microseconds each)
 # Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
 # warned about while it is still early, not two seconds (thousands of steps) later.
@@ -55,11 +61,18 @@ def finding_key(finding: Finding) -> str:
 class LiveDetector:
     def __init__(self, trace: Path, writer: TraceWriter, listener: Listener | None = None,
                  min_interval: float = MIN_INTERVAL,
-                 current_step: Callable[[], int] = lambda: 0) -> None:
+                 current_step: Callable[[], int] = lambda: 0,
+                 started: float | None = None, budget: float = 0.01) -> None:
+        """``started``: when the process started, on the ``time.perf_counter`` clock (the
+        share counts from there); ``budget``: the run's overhead budget (``--budget``)."""
         self._trace = trace
         self._writer = writer
         self._listener = listener
         self._min_interval = min_interval
+        self._started = time.perf_counter() if started is None else started
+        self._share = LIVE_BUDGETS * budget
+        self.spent = 0.0  # CPU seconds of all passes so far
+        self.passes = 0
         self._builder = RunDataBuilder()
         self._conn: sqlite3.Connection | None = None
         self._stop = threading.Event()
@@ -99,13 +112,16 @@ class LiveDetector:
             self._wake.set()
 
     def _loop(self) -> None:
-        due = time.monotonic() + self._min_interval
+        due = time.perf_counter() + self._min_interval
         early = list(EARLY_STEPS)
+        held = False  # a pass is owed and waits for the share to pay for it
         while True:
-            self._arm(early)
+            if not held:
+                self._arm(early)
             # Each thread that wakes takes the GIL from the training thread at its next
             # release: sleep until a step or the clock calls for a pass.
-            self._wake.wait(max(0.0, due - time.monotonic()) if self._fed else TICK)
+            self._wake.wait(max(0.0, due - time.perf_counter()) if self._fed or held
+                            else TICK)
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -114,13 +130,24 @@ class LiveDetector:
             while early and step >= early[0]:
                 early.pop(0)
             waiting = self._recheck_at is not None and step >= self._recheck_at
-            if not crossed and not waiting and time.monotonic() < due:
+            now = time.perf_counter()
+            if not held and not crossed and not waiting and now < due:
                 continue
-            start = time.monotonic()
+            affordable = self._affordable_at()
+            if now < affordable:
+                held, due = True, affordable
+                self._wake_step = _NEVER  # no step wakes us before the share allows
+                continue
+            held = False
+            spent = self.spent
             self.run_once()
             if self.failed:
                 return
-            due = time.monotonic() + max(self._min_interval, (time.monotonic() - start) / SHARE)
+            due = time.perf_counter() + max(self._min_interval, (self.spent - spent) / SHARE)
+
+    def _affordable_at(self) -> float:
+        """When the passes' CPU so far is within the share of the process's wall time."""
+        return self._started + self.spent / self._share
 
     def _arm(self, early: list[int]) -> None:
         steps = [s for s in (early[0] if early else None, self._recheck_at) if s is not None]
@@ -128,6 +155,7 @@ class LiveDetector:
 
     def run_once(self) -> Report | None:
         """One pass; a failure switches the detector off and is recorded, never raised."""
+        cpu = time.thread_time()
         try:
             return self._pass()
         except Exception as err:  # noqa: BLE001
@@ -135,6 +163,13 @@ class LiveDetector:
             self._writer.add("events", (time.time(), 0, "probe_disabled", "live_detector",
                                         self.failed))
             return None
+        finally:
+            self.spent += time.thread_time() - cpu
+            self.passes += 1
+
+    def cost(self) -> dict[str, float | int]:
+        """What the passes cost, for the trace's metadata (``live_detector``)."""
+        return {"seconds": round(self.spent, 4), "passes": self.passes, "share": self._share}
 
     def _pass(self) -> Report | None:
         if self._conn is None:

@@ -253,7 +253,9 @@ class Monitor:
         self._cancel_import_wait = when_torch_imported(self.recorder.attach_torch)
         recorder = self.recorder
         self._detector = LiveDetector(trace, recorder.writer, self._on_live,
-                                      current_step=lambda: recorder.step)
+                                      current_step=lambda: recorder.step,
+                                      started=recorder.scheduler.started,
+                                      budget=opts.budget)
         recorder.boundary_listeners.append(self._detector.at_boundary)
         self._detector.start()
         self._guard = Guard(GuardSettings(opts.guard, opts.guard_share, opts.guard_minutes),
@@ -287,6 +289,7 @@ class Monitor:
                     status = RunStatus.STOPPED.value
         if self._detector is not None:
             self._detector.stop()
+            self.recorder.writer.set_meta("live_detector", self._detector.cost())
         self.status = status
         self.recorder.stop(status, exit_code)
         if analyse:

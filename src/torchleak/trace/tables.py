@@ -307,6 +307,8 @@ META_KEYS: dict[str, str] = {
     "anchor_probe_seconds": "the probes' fixed cost outside the budget: anchors (start-up "
                             "censuses and holder walks) and the walks the run's events ask "
                             "for (epoch ends, hunts, the end)",
+    "live_detector": "the live detector's passes: `seconds` of CPU, `passes`, and the `share` of "
+                     "the process's wall time they may take",
     "probes_disabled": "probes switched off after a failure",
     "own_memory": "`start_bytes`: USS the recorder added by starting; `census_scan_bytes`: "
                   "the census scan's transient list",

@@ -248,6 +248,12 @@ def overhead_text(overhead: dict[str, Any]) -> str:
                      "run's events, the rest "
                      f"{100 * float(overhead['probe_share']):.2g}% of the wall time, budget "
                      f"{100 * float(overhead['budget']):.2g}%)")
+    if overhead.get("live_seconds") is not None:
+        text += (f", live detector {overhead['live_seconds']:.3g} s of CPU in "
+                 f"{overhead.get('live_passes', 0)} passes")
+        if overhead.get("live_share") is not None and overhead.get("live_cap") is not None:
+            text += (f" ({100 * float(overhead['live_share']):.2g}% of the wall time, cap "
+                     f"{100 * float(overhead['live_cap']):.2g}%)")
     if overhead.get("memory_bytes") is not None:
         text += f", own memory {format_bytes(overhead['memory_bytes'])}"
         if overhead.get("census_scan_bytes"):
