@@ -182,17 +182,19 @@ BUDGET_SLACK = 1.5  # the scheduler checks the budget before a probe runs, not a
 
 
 def _live_costs(meta: dict[str, Any]) -> dict[str, Any]:
-    """The live detector's CPU, its passes, and its share of the run's wall time against
-    the share it may take (a pass holds the GIL: the training thread waits that long)."""
+    """The live detector's CPU and passes; the share of the run's wall time taken by the
+    passes its cap holds (those deciding a live call are outside it), against the cap."""
     live = meta.get("live_detector")
     if not isinstance(live, dict) or number(live.get("seconds")) is None:
         return {}
     seconds = number(live.get("seconds")) or 0.0
+    deciding = number(live.get("deciding_seconds")) or 0.0
     found: dict[str, Any] = {"live_seconds": round(seconds, 3),
+                             "live_deciding_seconds": round(deciding, 3),
                              "live_passes": int(number(live.get("passes")) or 0)}
     start, end = number(meta.get("start_time")), number(meta.get("end_time"))
     if start is not None and end is not None and end > start:
-        found["live_share"] = round(seconds / (end - start), 4)
+        found["live_share"] = round(max(0.0, seconds - deciding) / (end - start), 4)
     if number(live.get("share")) is not None:
         found["live_cap"] = round(number(live.get("share")) or 0.0, 4)
     return found

@@ -31,7 +31,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="a name for this run (default: the script's name)")
     parser.add_argument("--budget", metavar="PCT", type=float, default=1.0,
                         help="overhead budget for expensive probes, in %% of wall time "
-                             "(default 1); the live detector may take twice it")
+                             "(default 1); the live detector may take three times it")
     parser.add_argument("--limit", metavar="SIZE",
                         help="the memory limit projections and the guard use, e.g. 12GiB "
                              "(default: the cgroup's limit, else RAM)")

@@ -5,12 +5,14 @@ never on the training thread, and only the rows that are new since its last pass
 (``RunDataBuilder``), so its memory stays bounded however long the run. Its timed
 passes use at most ~0.3% of one core: after a pass that took ``c`` seconds it waits
 ``max(MIN_INTERVAL, c / SHARE)``. Passes also come as the run grows (``EARLY_STEPS``,
-``STEP_GROWTH``, ``RECHECK_GROWTH``): a number logarithmic in the steps. All passes
-together stay within ``LIVE_BUDGETS`` times the overhead budget (``--budget``: 2% by
-default) of the process's wall time so far (its start-up included): a pass holds the GIL for most of its few milliseconds, so the training thread
-waits that long, and a short run paid ~25 passes in full (140 ms of CPU in a 3 s run of
-3,000 steps, measured). A pass the share cannot pay for yet waits until it can. Each pass
-stores its judgement (the
+``STEP_GROWTH``, ``RECHECK_GROWTH``): a number logarithmic in the steps. A pass holds
+the GIL for most of its few milliseconds, so the training thread waits that long; a run
+of a few seconds paid ~25 of them in full (140 ms of CPU in a 3 s run of 3,000 steps).
+So the passes stay within ``LIVE_BUDGETS`` times the overhead budget (``--budget``: 3% by
+default) of the process's wall time so far (its start-up included), and one the share
+cannot pay for yet waits until it can; except while a serious finding is suspected and
+not called: those passes decide a live call (a late leak's comes near the end of a short
+run, or never) and are counted apart. Each pass stores its judgement (the
 ``judgements`` row of phase 'live': the verdict, the report with its suspects, the calls)
 so ``top``, ``ls`` and a ``report`` after a ``kill -9`` read the same truth, and a
 ``detection`` event the first time each finding fires.
@@ -38,7 +40,7 @@ MIN_INTERVAL = 2.0
 SHARE = 0.003
 # All passes, step-driven ones included, may take this many overhead budgets of the
 # process's wall time in CPU time.
-LIVE_BUDGETS = 2.0
+LIVE_BUDGETS = 3.0
 TICK = 0.05  # how often the detector looks at the step count (a few microseconds each)
 # Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
 # warned about while it is still early, not two seconds (thousands of steps) later.
@@ -72,7 +74,11 @@ class LiveDetector:
         self._started = time.perf_counter() if started is None else started
         self._share = LIVE_BUDGETS * budget
         self.spent = 0.0  # CPU seconds of all passes so far
+        self.deciding = 0.0  # ... of those that ran while a finding was suspected
         self.passes = 0
+        # A serious finding not called yet: its passes decide a live call and are not held
+        # by the share (a late leak's call comes near the end of a short run, or not at all).
+        self._suspecting = False
         self._builder = RunDataBuilder()
         self._conn: sqlite3.Connection | None = None
         self._stop = threading.Event()
@@ -134,7 +140,7 @@ class LiveDetector:
             if not held and not crossed and not waiting and now < due:
                 continue
             affordable = self._affordable_at()
-            if now < affordable:
+            if now < affordable and not self._suspecting:
                 held, due = True, affordable
                 self._wake_step = _NEVER  # no step wakes us before the share allows
                 continue
@@ -146,8 +152,9 @@ class LiveDetector:
             due = time.perf_counter() + max(self._min_interval, (self.spent - spent) / SHARE)
 
     def _affordable_at(self) -> float:
-        """When the passes' CPU so far is within the share of the process's wall time."""
-        return self._started + self.spent / self._share
+        """When the capped passes' CPU so far is within the share of the process's wall
+        time (the passes that decide a call are outside it)."""
+        return self._started + (self.spent - self.deciding) / self._share
 
     def _arm(self, early: list[int]) -> None:
         steps = [s for s in (early[0] if early else None, self._recheck_at) if s is not None]
@@ -155,7 +162,7 @@ class LiveDetector:
 
     def run_once(self) -> Report | None:
         """One pass; a failure switches the detector off and is recorded, never raised."""
-        cpu = time.thread_time()
+        cpu, suspecting = time.thread_time(), self._suspecting
         try:
             return self._pass()
         except Exception as err:  # noqa: BLE001
@@ -164,12 +171,16 @@ class LiveDetector:
                                         self.failed))
             return None
         finally:
-            self.spent += time.thread_time() - cpu
+            cost = time.thread_time() - cpu
+            self.spent += cost
             self.passes += 1
+            if suspecting:
+                self.deciding += cost
 
     def cost(self) -> dict[str, float | int]:
         """What the passes cost, for the trace's metadata (``live_detector``)."""
-        return {"seconds": round(self.spent, 4), "passes": self.passes, "share": self._share}
+        return {"seconds": round(self.spent, 4), "passes": self.passes, "share": self._share,
+                "deciding_seconds": round(self.deciding, 4)}
 
     def _pass(self) -> Report | None:
         if self._conn is None:
@@ -203,6 +214,7 @@ class LiveDetector:
         # Evidence comes with steps: look again as the run grows, sooner while a finding
         # is suspected (a fast loop may run for thousands of steps between timed passes).
         waiting = any(f.serious and not f.called for f in report.findings)
+        self._suspecting = waiting
         self._recheck_at = _recheck_step(data.steps, RECHECK_GROWTH if waiting
                                          else STEP_GROWTH)
         self._writer.judge(judgement_row("live", data.steps, report.to_dict(), self.tier(),

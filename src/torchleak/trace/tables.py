@@ -307,8 +307,9 @@ META_KEYS: dict[str, str] = {
     "anchor_probe_seconds": "the probes' fixed cost outside the budget: anchors (start-up "
                             "censuses and holder walks) and the walks the run's events ask "
                             "for (epoch ends, hunts, the end)",
-    "live_detector": "the live detector's passes: `seconds` of CPU, `passes`, and the `share` of "
-                     "the process's wall time they may take",
+    "live_detector": "the live detector's passes: `seconds` of CPU, `passes`, "
+                     "`deciding_seconds` (those re-checking suspects, outside the cap) and "
+                     "the `share` of the process's wall time the others may take",
     "probes_disabled": "probes switched off after a failure",
     "own_memory": "`start_bytes`: USS the recorder added by starting; `census_scan_bytes`: "
                   "the census scan's transient list",

@@ -252,8 +252,9 @@ def overhead_text(overhead: dict[str, Any]) -> str:
         text += (f", live detector {overhead['live_seconds']:.3g} s of CPU in "
                  f"{overhead.get('live_passes', 0)} passes")
         if overhead.get("live_share") is not None and overhead.get("live_cap") is not None:
-            text += (f" ({100 * float(overhead['live_share']):.2g}% of the wall time, cap "
-                     f"{100 * float(overhead['live_cap']):.2g}%)")
+            text += (f" ({overhead.get('live_deciding_seconds', 0):.3g} s re-checking "
+                     f"suspects, the rest {100 * float(overhead['live_share']):.2g}% of the "
+                     f"wall time, cap {100 * float(overhead['live_cap']):.2g}%)")
     if overhead.get("memory_bytes") is not None:
         text += f", own memory {format_bytes(overhead['memory_bytes'])}"
         if overhead.get("census_scan_bytes"):
