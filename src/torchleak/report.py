@@ -39,7 +39,9 @@ class Finding:
     # The memory the process measurably loses per step to this finding: the growth of
     # ``signal`` over the trace, shared among the findings that explain it.
     bytes_per_step: float | None = None
-    rate_basis: str = "measured"  # 'measured' (the signal) | 'holder' (signal too flat to tell)
+    # 'measured' (the signal) | 'holder' (signal too flat to tell) | 'shared' (no share of
+    # its own: what it keeps is kept by the signal's other findings, which carry the rate)
+    rate_basis: str = "measured"
     holder_bytes_per_step: float | None = None  # the holder's own retained size, per step
     objects_per_step: float | None = None
     per_epoch: bool = False  # growth happens once per epoch (rates then per epoch too)

@@ -109,9 +109,17 @@ def _share(data: RunData, judged: dict[str, Judged], signal: str,
     own = [max(0.0, h.finding.holder_bytes_per_step or 0.0) for h in group]
     total_own = sum(own)
     weights = [o / total_own for o in own] if total_own > 0 else [1 / len(group)] * len(group)
+    carriers = [h.finding.holder_path or h.finding.culprit
+                for h, weight in zip(group, weights) if weight > 0]
     for h, weight in zip(group, weights):
         h.finding.bytes_per_step = round(measured * weight, 1)
-        h.finding.rate_basis = "measured"
+        h.finding.rate_basis = "measured" if weight > 0 else "shared"
+        if weight == 0:
+            # Its own size does not grow apart from what the others keep (a tensor whose
+            # graph holds the outputs a list keeps): their shares already count it.
+            h.finding.evidence.append(
+                f"what it keeps is also kept by {', '.join(carriers)}: the measured growth "
+                "is counted there")
         if h.finding.bytes_per_step >= HIGH_BYTES_PER_STEP:
             h.finding.severity = Severity.HIGH.value
     if total_own <= 0 or measured > FASTER * total_own:

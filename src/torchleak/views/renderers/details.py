@@ -115,6 +115,8 @@ def rate_text(finding: Finding) -> str:
     where = SIGNAL_NAMES.get(finding.signal, finding.signal)
     if finding.rate_basis == "holder":
         return f"{text} (the holder's own size; {where} too flat to measure it)"
+    if finding.rate_basis == "shared":
+        return f"{text} of its own (what it keeps is counted under the other growing holders)"
     return f"{text} (measured: {where})"
 
 
