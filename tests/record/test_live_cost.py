@@ -48,12 +48,12 @@ def _live_cost(folder: Path, budget: float, leaky: bool = False) -> dict[str, fl
     return json.loads(value)
 
 
-@pytest.mark.parametrize("budget", [1.0, 1e-9])
+@pytest.mark.parametrize("budget", [0.02, 1e-9])
 def test_the_live_passes_take_no_more_than_their_share(tmp_path: Path, budget: float) -> None:
     cost = _live_cost(tmp_path, budget)
     assert cost["share"] == pytest.approx(LIVE_BUDGETS * budget)
     early = sum(1 for step in EARLY_STEPS if step <= STEPS)
-    if budget == 1.0:  # the share pays for every pass the run's growth asks for
+    if budget > 1e-9:  # the share pays for every pass the run's growth asks for
         assert cost["passes"] >= early, cost
     else:  # the first pass's CPU time buys no other in this run
         assert cost["passes"] == 1, cost
