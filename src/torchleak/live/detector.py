@@ -8,8 +8,8 @@ passes use at most ~0.3% of one core: after a pass that took ``c`` seconds it wa
 ``STEP_GROWTH``, ``RECHECK_GROWTH``): a number logarithmic in the steps. A pass holds
 the GIL for most of its few milliseconds, so the training thread waits that long; a run
 of a few seconds paid ~25 of them in full (140 ms of CPU in a 3 s run of 3,000 steps).
-So the passes stay within ``LIVE_BUDGETS`` times the overhead budget (``--budget``: 3% by
-default) of the process's wall time so far (its start-up included), and one the share
+So the passes stay within ``LIVE_BUDGETS`` times the overhead budget (3% at the default
+``--budget`` of 1%) of the process's wall time so far (its start-up included), and one the share
 cannot pay for yet waits until it can; except while a serious finding is suspected and
 not called: those passes decide a live call (a late leak's comes near the end of a short
 run, or never) and are counted apart. Each pass stores its judgement (the
@@ -38,8 +38,8 @@ from torchleak.vocab import Verdict
 
 MIN_INTERVAL = 2.0
 SHARE = 0.003
-# All passes, step-driven ones included, may take this many overhead budgets of the
-# process's wall time in CPU time.
+# The passes, step-driven ones included and those re-checking a suspect aside, may take
+# this many overhead budgets of the process's wall time in CPU time.
 LIVE_BUDGETS = 3.0
 TICK = 0.05  # how often the detector looks at the step count (a few microseconds each)
 # Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
