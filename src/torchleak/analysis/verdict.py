@@ -181,6 +181,12 @@ MAX_STEP_SHARE = 0.05  # a boundary costing more than this share of a typical st
 BUDGET_SLACK = 1.5  # the scheduler checks the budget before a probe runs, not after
 
 
+def _wall_seconds(meta: dict[str, Any]) -> float | None:
+    """The recorded run's wall time (``start_time`` to ``end_time``), None when unknown."""
+    start, end = number(meta.get("start_time")), number(meta.get("end_time"))
+    return end - start if start is not None and end is not None and end > start else None
+
+
 def _live_costs(meta: dict[str, Any]) -> dict[str, Any]:
     """The live detector's CPU and passes; the share of the run's wall time taken by the
     passes its cap holds (those deciding a live call are outside it), against the cap."""
@@ -192,9 +198,9 @@ def _live_costs(meta: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {"live_seconds": round(seconds, 3),
                              "live_deciding_seconds": round(deciding, 3),
                              "live_passes": int(number(live.get("passes")) or 0)}
-    start, end = number(meta.get("start_time")), number(meta.get("end_time"))
-    if start is not None and end is not None and end > start:
-        found["live_share"] = round(max(0.0, seconds - deciding) / (end - start), 4)
+    wall = _wall_seconds(meta)
+    if wall is not None:
+        found["live_share"] = round(max(0.0, seconds - deciding) / wall, 4)
     if number(live.get("share")) is not None:
         found["live_cap"] = round(number(live.get("share")) or 0.0, 4)
     return found
@@ -207,11 +213,11 @@ def _probe_costs(meta: dict[str, Any]) -> dict[str, Any]:
     budget = number(meta.get("budget_pct"))
     if probes is not None:
         found["probe_seconds"] = round(probes, 3)
-        start, end = number(meta.get("start_time")), number(meta.get("end_time"))
+        wall = _wall_seconds(meta)
         fixed = number(meta.get("anchor_probe_seconds")) or 0.0
-        if start is not None and end is not None and end > start:
+        if wall is not None:
             # The budget covers what the anchors leave (they are a fixed cost).
-            found["probe_share"] = round(max(0.0, probes - fixed) / (end - start), 4)
+            found["probe_share"] = round(max(0.0, probes - fixed) / wall, 4)
             found["anchor_probe_seconds"] = round(fixed, 3)
     if budget is not None:
         found["budget"] = round(budget / 100.0, 4)

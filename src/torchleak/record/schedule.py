@@ -113,7 +113,6 @@ class Scheduler:
         gap = self._gap(probe, step)
         if not anchor and step - self.last_step.get(probe, -10**9) < gap:
             return None
-        allowance = self._allowance(probe, now)
         if fixed and probe == "holders":
             # The walk's anchors run at their steps whatever the clock: ~1-5 ms each, a few
             # dozen in a million steps, and what names a leak; a verdict must not depend on
@@ -128,7 +127,7 @@ class Scheduler:
             # (sys.getallocatedblocks(), ~0.1-0.3 ms) at every boundary a gate opens.
             self.owed.add(probe)
             return None
-        if estimate is not None and (anchor or cost.spent + cost.expected <= allowance):
+        if estimate is not None and (anchor or self.affords(probe, now)):
             fresh = estimate()  # None: the probe keeps its measured cost
             cost.expected = cost.expected if fresh is None else fresh
         if fixed:
@@ -146,7 +145,7 @@ class Scheduler:
             # (early anchors are the budget's fixed start-up cost and not charged here).
             fits = self.spent - self.early_spent + cost.expected <= self.budget * (now - self.started)
             return "anchor" if fits else None
-        return "schedule" if cost.spent + cost.expected <= allowance else None
+        return "schedule" if self.affords(probe, now) else None
 
     # A boundary checks the probes when it reaches next_step or next_due (see _split).
     next_due: float = 0.0
