@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -14,32 +15,50 @@ import torch
 
 from torchleak.analysis import load
 from torchleak.analysis.verdict import overhead
-from torchleak.live.detector import EARLY_STEPS, LIVE_BUDGETS
+from torchleak.live.detector import EARLY_STEPS, LIVE_BUDGETS, LiveDetector
 from torchleak.live.engine import Monitor, MonitorOptions
 from torchleak.trace.reader import open_trace
 from torchleak.views.renderers.details import overhead_text
 
 STEPS = 300
+MAX_STEPS = 3000  # a leaky loop trains on (up to here) until its suspect is re-checked
+Until = Callable[[LiveDetector, int], bool]
 
 
-def _live_cost(folder: Path, budget: float, leaky: bool = False) -> dict[str, float]:
-    """Train a small loop (slowed a little so the detector keeps up) with ``budget``,
-    keeping every step's activations when ``leaky``; return the trace's record of the
-    live detector's cost."""
+def _wait_for(detector: LiveDetector, done: Callable[[], bool]) -> None:
+    """Hold the training loop until ``done`` (the detector's passes are counted, never
+    timed: the deadline only ends a wait that would never end, and the test then fails
+    on its counts)."""
+    deadline = time.monotonic() + 60.0
+    while not done() and detector.failed is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
+def _live_cost(folder: Path, budget: float, leaky: bool = False,
+               until: Until | None = None) -> dict[str, float]:
+    """Train a small loop with ``budget``, keeping every step's activations when
+    ``leaky``; after each step wait while ``until(detector, step)`` is False. A leaky
+    loop trains on past ``STEPS`` until it holds. Return the trace's record of the live
+    detector's cost."""
     monitor = Monitor(MonitorOptions(out=folder, name="live-cost", quiet=True, budget=budget))
     monitor.start()
+    detector = monitor._detector
+    assert detector is not None
     try:
         model = torch.nn.Linear(8, 8)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
         kept = []
-        for _ in range(STEPS):
+        for step in range(1, MAX_STEPS + 1):
             loss = model(torch.randn(4, 8)).pow(2).mean()
             if leaky:
                 kept.append(torch.randn(256, 256))
             opt.zero_grad()
             loss.backward()
             opt.step()
-            time.sleep(0.002)
+            if until is not None and not leaky:
+                _wait_for(detector, lambda: until(detector, step))
+            if step >= STEPS and (not leaky or until is None or until(detector, step)):
+                break
     finally:
         monitor.stop("finished", 0, analyse=False)
     conn = sqlite3.connect(folder / "trace.sqlite")
@@ -48,9 +67,19 @@ def _live_cost(folder: Path, budget: float, leaky: bool = False) -> dict[str, fl
     return json.loads(value)
 
 
+def _every_early_pass(detector: LiveDetector, step: int) -> bool:
+    """The detector made a pass for every early step up to ``step``."""
+    return detector.passes >= sum(1 for early in EARLY_STEPS if early <= step)
+
+
+def _first_pass(detector: LiveDetector, step: int) -> bool:
+    return step < EARLY_STEPS[0] or detector.passes >= 1
+
+
 @pytest.mark.parametrize("budget", [0.02, 1e-9])
 def test_the_live_passes_take_no_more_than_their_share(tmp_path: Path, budget: float) -> None:
-    cost = _live_cost(tmp_path, budget)
+    cost = _live_cost(tmp_path, budget,
+                      until=_every_early_pass if budget > 1e-9 else _first_pass)
     assert cost["share"] == pytest.approx(LIVE_BUDGETS * budget)
     early = sum(1 for step in EARLY_STEPS if step <= STEPS)
     if budget > 1e-9:  # the share pays for every pass the run's growth asks for
@@ -61,12 +90,13 @@ def test_the_live_passes_take_no_more_than_their_share(tmp_path: Path, budget: f
 
 
 def test_passes_re_checking_a_suspect_run_whatever_the_share(tmp_path: Path) -> None:
-    cost = _live_cost(tmp_path, 1e-9, leaky=True)
+    cost = _live_cost(tmp_path, 1e-9, leaky=True,
+                      until=lambda detector, _step: detector.deciding > 0)
     assert cost["passes"] > 1 and 0 < cost["deciding_seconds"] <= cost["seconds"], cost
 
 
 def test_the_cost_line_says_what_the_live_detector_took(tmp_path: Path) -> None:
-    cost = _live_cost(tmp_path, 0.01)
+    cost = _live_cost(tmp_path, 0.01, until=_first_pass)
     with open_trace(tmp_path / "trace.sqlite") as opened:
         costs = overhead(load(opened.conn))
     assert costs["live_seconds"] == pytest.approx(cost["seconds"], abs=0.001)
