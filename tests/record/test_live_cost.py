@@ -102,6 +102,9 @@ def test_the_cost_line_says_what_the_live_detector_took(tmp_path: Path) -> None:
     assert costs["live_seconds"] == pytest.approx(cost["seconds"], abs=0.001)
     assert costs["live_passes"] == cost["passes"] and costs["live_cap"] == 0.03
     assert 0 < costs["live_share"] < 1
+    # The share printed is over the wall time the cap counted against, not another span.
+    assert costs["live_share"] == pytest.approx(
+        (cost["seconds"] - cost["deciding_seconds"]) / cost["wall_seconds"], abs=1e-4)
     text = overhead_text(costs)
     assert (f"live detector {costs['live_seconds']:.3g} s of CPU in {cost['passes']} passes"
             in text), text

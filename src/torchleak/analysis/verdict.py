@@ -198,7 +198,8 @@ def _live_costs(meta: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {"live_seconds": round(seconds, 3),
                              "live_deciding_seconds": round(deciding, 3),
                              "live_passes": int(number(live.get("passes")) or 0)}
-    wall = _wall_seconds(meta)
+    # Over the wall time the cap counted against (the process's); older traces: the span.
+    wall = number(live.get("wall_seconds")) or _wall_seconds(meta)
     if wall is not None:
         found["live_share"] = round(max(0.0, seconds - deciding) / wall, 4)
     if number(live.get("share")) is not None:

@@ -309,7 +309,8 @@ META_KEYS: dict[str, str] = {
                             "for (epoch ends, hunts, the end)",
     "live_detector": "the live detector's passes: `seconds` of CPU, `passes`, "
                      "`deciding_seconds` (those re-checking suspects, outside the cap) and "
-                     "the `share` of the process's wall time the others may take",
+                     "the `share` of the process's wall time the others may take, and that "
+                     "`wall_seconds` (start-up included) the share counts against",
     "probes_disabled": "probes switched off after a failure",
     "own_memory": "`start_bytes`: USS the recorder added by starting; `census_scan_bytes`: "
                   "the census scan's transient list",
