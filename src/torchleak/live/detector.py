@@ -27,9 +27,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from torchleak.analysis import RunDataBuilder, build_report
 from torchleak.analysis.confirm import MIN_DOUBLING_STEPS
+from torchleak.record.session import NEVER
 from torchleak.report import Finding, Report, plain
 from torchleak.trace.judgements import judgement_row
 from torchleak.trace.reader import readonly_uri
@@ -51,9 +53,16 @@ EARLY_STEPS = (16, 32, 64, 128, 256, 512)
 STEP_GROWTH = 1.25
 RECHECK_GROWTH = 1.1
 RECHECK_MIN_STEPS = 8
-_NEVER = 2**62  # a step no run reaches
 
 Listener = Callable[[Report, list[Finding]], None]  # (live report, newly fired findings)
+
+
+class StepFeed(Protocol):
+    """What wakes the detector at a step: the recorder sets ``wake`` at the first
+    boundary whose step reaches ``wake_step`` (one comparison a step)."""
+
+    wake_step: int
+    wake: threading.Event | None
 
 
 def finding_key(finding: Finding) -> str:
@@ -64,9 +73,12 @@ class LiveDetector:
     def __init__(self, trace: Path, writer: TraceWriter, listener: Listener | None = None,
                  min_interval: float = MIN_INTERVAL,
                  current_step: Callable[[], int] = lambda: 0,
-                 started: float | None = None, budget: float = 0.01) -> None:
+                 started: float | None = None, budget: float = 0.01,
+                 feed: StepFeed | None = None) -> None:
         """``started``: when the process started, on the ``time.perf_counter`` clock (the
-        share counts from there); ``budget``: the run's overhead budget (``--budget``)."""
+        share counts from there); ``budget``: the run's overhead budget (``--budget``);
+        ``feed``: the recorder whose boundaries wake the detector at the steps it waits
+        for (without one it looks at ``current_step`` every TICK)."""
         self._trace = trace
         self._writer = writer
         self._listener = listener
@@ -89,12 +101,12 @@ class LiveDetector:
         self.suspected: dict[str, int] = {}  # serious findings: step first suspected
         self.calls: list[LiveCall] = []
         self._recheck_at: float | None = None  # the step of the next look at suspects
-        # Fed by the training thread's boundaries (``at_boundary``): the thread sleeps until
-        # the step it waits for instead of waking 20 times a second to look; without that
-        # feed it polls every TICK.
+        # Woken by the training thread's boundaries (``feed``): the thread sleeps until the
+        # step it waits for instead of waking 20 times a second to look.
         self._wake = threading.Event()
-        self._wake_step = _NEVER
-        self._fed = False
+        self._feed = feed
+        if feed is not None:
+            feed.wake = self._wake
         self.latest: Report | None = None
         self.failed: str | None = None
 
@@ -110,13 +122,6 @@ class LiveDetector:
             self._conn.close()
             self._conn = None
 
-    def at_boundary(self, step: int) -> None:
-        """A step boundary (the training thread): wake the detector at a step it waits for."""
-        self._fed = True
-        if step >= self._wake_step:
-            self._wake_step = _NEVER
-            self._wake.set()
-
     def _loop(self) -> None:
         due = time.perf_counter() + self._min_interval
         early = list(EARLY_STEPS)
@@ -126,8 +131,8 @@ class LiveDetector:
                 self._arm(early)
             # Each thread that wakes takes the GIL from the training thread at its next
             # release: sleep until a step or the clock calls for a pass.
-            self._wake.wait(max(0.0, due - time.perf_counter()) if self._fed or held
-                            else TICK)
+            self._wake.wait(max(0.0, due - time.perf_counter())
+                            if self._feed is not None or held else TICK)
             self._wake.clear()
             if self._stop.is_set():
                 return
@@ -142,7 +147,7 @@ class LiveDetector:
             affordable = self._affordable_at()
             if now < affordable and not self._suspecting:
                 held, due = True, affordable
-                self._wake_step = _NEVER  # no step wakes us before the share allows
+                self._wake_at(NEVER)  # no step wakes us before the share allows
                 continue
             held = False
             spent = self.spent
@@ -158,7 +163,11 @@ class LiveDetector:
 
     def _arm(self, early: list[int]) -> None:
         steps = [s for s in (early[0] if early else None, self._recheck_at) if s is not None]
-        self._wake_step = math.ceil(min(steps)) if steps else _NEVER
+        self._wake_at(math.ceil(min(steps)) if steps else NEVER)
+
+    def _wake_at(self, step: int) -> None:
+        if self._feed is not None:
+            self._feed.wake_step = step
 
     def run_once(self) -> Report | None:
         """One pass; a failure switches the detector off and is recorded, never raised."""

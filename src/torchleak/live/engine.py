@@ -255,8 +255,7 @@ class Monitor:
         self._detector = LiveDetector(trace, recorder.writer, self._on_live,
                                       current_step=lambda: recorder.step,
                                       started=recorder.scheduler.started,
-                                      budget=opts.budget)
-        recorder.boundary_listeners.append(self._detector.at_boundary)
+                                      budget=opts.budget, feed=recorder)
         self._detector.start()
         self._guard = Guard(GuardSettings(opts.guard, opts.guard_share, opts.guard_minutes),
                             limit[0], limit[1], recorder, str(self.folder),

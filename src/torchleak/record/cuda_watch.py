@@ -41,13 +41,21 @@ class CudaWatch:
         self._probe = CudaProbe()
         self.history = CudaHistory(folder)
         self.live = False  # the program uses CUDA and the probe works
+        # The first step at which ``at_boundary`` has something to do: the recorder
+        # compares, so a CPU run's boundaries make no call here.
+        self.next_step = 1
 
     def at_boundary(self, step: int) -> None:
-        if self.live or (step % CHECK_EVERY == 1 and self._started()):
-            host = self._host
-            host.safely("cuda", lambda: host.add_rows("cuda_samples", self._probe.sample(step)))
-            if self.history.due(step):
-                host.safely("cuda_history", self.save_history)
+        """Sample the allocator (from ``next_step`` on; every step once CUDA is live)."""
+        if not self.live:
+            self.next_step = step + CHECK_EVERY
+            if not self._started():
+                return
+        self.next_step = step + 1
+        host = self._host
+        host.safely("cuda", lambda: host.add_rows("cuda_samples", self._probe.sample(step)))
+        if self.history.due(step):
+            host.safely("cuda_history", self.save_history)
 
     def _started(self) -> bool:
         self.live = self._host.allowed("cuda") and cuda_in_use()

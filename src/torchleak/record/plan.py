@@ -10,6 +10,7 @@ through its one ``run_probe``, which times each run and charges it to the budget
 
 from __future__ import annotations
 
+import bisect
 import time
 from collections.abc import Callable
 from types import FrameType
@@ -53,6 +54,11 @@ class ProbePlan:
         self._confirming: list[str] = []  # holders the live detector suspects
         self._confirm_left = 0  # re-measures of them still owed
         self._confirm_next = 0
+        # A boundary asks ``due`` only from gate_step or from gate_time on (one comparison
+        # of each on most steps); what the run asks for opens the gate at once.
+        self.gate_step = 0
+        self.gate_time = 0.0
+        self._asked = False  # asked for by another thread while ``due`` was deciding
 
     # what the run asks for (other threads) ---------------------------------------------
     def hunt(self) -> None:
@@ -64,6 +70,7 @@ class ProbePlan:
         self._hunt_left, self._hunt_next = HUNT_WALKS, 0
         self._probe_hunts = {p.name: [p.cost.hunt_runs, 0] for p in self.probes
                              if p.cost.hunt_runs}
+        self._open_gate()
 
     def confirm(self, paths: list[str]) -> None:
         """Holders the live detector suspects: re-measure them at the next few boundaries,
@@ -73,13 +80,25 @@ class ProbePlan:
         in a 2 s run), and the live calls came at the same steps without them."""
         self._confirming = list(paths)[:MAX_SUSPECTS]
         self._confirm_left, self._confirm_next = CONFIRM_SAMPLES, 0
+        self._open_gate()
+
+    def phase_end(self) -> None:
+        """An epoch or validation ended: a walk at the next boundary."""
+        self.phase_changed = True
+        self._open_gate()
+
+    def _open_gate(self) -> None:
+        self._asked = True
+        self.gate_step = 0
 
     # at a boundary (the training thread) -----------------------------------------------
     def due(self, step: int, start: float) -> bool:
-        """Whether anything may run at this boundary: two comparisons on most steps (the
-        scheduler knows from which step, or from which time, anything can next run)."""
+        """Whether anything may run at this boundary; asked only once ``gate_step`` or
+        ``gate_time`` is reached (the scheduler knows from which step, or from which time,
+        anything can next run; the anchors, hunts and confirmations from which step)."""
+        self._asked = False
         scheduler = self.scheduler
-        return bool(
+        found = bool(
             self.phase_changed or step in ALL_ANCHORS
             or ((step >= scheduler.next_step or start >= scheduler.next_due)
                 and scheduler.ready(step, start))
@@ -87,6 +106,19 @@ class ProbePlan:
             or (self._probe_hunts and any(left and step >= first
                                           for left, first in self._probe_hunts.values()))
             or (self._confirm_left and step >= self._confirm_next))
+        if found:
+            self.gate_step = 0  # after the run, the next boundary decides again
+            return True
+        firsts = [scheduler.next_step, _next_anchor(step)]
+        if self._hunt_left:
+            firsts.append(self._hunt_next)
+        firsts += [first for left, first in self._probe_hunts.values() if left]
+        if self._confirm_left:
+            firsts.append(self._confirm_next)
+        self.gate_step, self.gate_time = max(step + 1, min(firsts)), scheduler.next_due
+        if self._asked:  # a hunt or confirmation came in while deciding: look next time
+            self.gate_step = 0
+        return False
 
     def run(self, step: int, frame: FrameType | None, start: float, step_seconds: float,
             run_probe: RunProbe) -> None:
@@ -144,3 +176,12 @@ class ProbePlan:
         estimate = probe.estimate()
         return (probe.cost.expected_seconds if estimate is None
                 else estimate) <= HUNT_PROBE_CAP_SECONDS
+
+
+_ANCHORS_SORTED = sorted(ALL_ANCHORS)
+
+
+def _next_anchor(step: int) -> int:
+    """The first anchor step after ``step``."""
+    at = bisect.bisect_right(_ANCHORS_SORTED, step)
+    return _ANCHORS_SORTED[at] if at < len(_ANCHORS_SORTED) else 2**62

@@ -17,6 +17,7 @@ import collections
 import gc
 import os
 import sys
+import threading
 import time
 import weakref
 from collections.abc import Callable
@@ -41,10 +42,16 @@ if TYPE_CHECKING:
     from torchleak.record.plan import ProbePlan
     from torchleak.record.probes.holders import HolderSample
 
-# The process's memory is read at a boundary at most this often (and at every boundary
-# that runs a probe): a read is a system call that cost a 0.3 ms step ~8 us of its own
-# time (caches), 3% of it. Steps in between have no reading (NULL), never a copied one.
+# The process's memory is read at a boundary at most every MEMORY_READ_SECONDS at first,
+# then at most every 1/MEMORY_READ_SPREAD of the time since the first step, up to
+# MEMORY_READ_MAX_SECONDS apart (and at every boundary that runs a probe). A read is a
+# system call that slows a sub-millisecond step by ~10-15 us (its caches), 3% of it: a
+# few-second run of fast steps keeps several hundred readings, an hour's 100 a second.
+# Steps in between have no reading (NULL), never a copied one.
 MEMORY_READ_SECONDS = 0.001
+MEMORY_READ_SPREAD = 200
+MEMORY_READ_MAX_SECONDS = 0.01
+NEVER = 2**62  # a step no run reaches
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
 
@@ -78,13 +85,17 @@ class Recorder:
         self._last_boundary = time.perf_counter()
         self._collections_inside = 0.0  # full collections inside this boundary's probes (s)
         self._in_child = False
-        self.boundary_listeners: list[Callable[[int], None]] = []
+        # Woken (set) at the first boundary whose step reaches ``wake_step`` (the live
+        # detector sleeps until then): one comparison a step, no call.
+        self.wake_step = NEVER
+        self.wake: threading.Event | None = None
         # What makes a step: optimizer | manual | forward | time (docs/detection.md).
         self.sources = StepSources(self)
         # The newest measurements, for framework loggers: (step, rss, uss) and
         # (step, tensors, tensor bytes) of the latest census.
         self.latest: tuple[int, int, int] | None = None
-        self._memory_read_at = -1.0  # perf_counter of the latest reading
+        self._memory_read_next = 0.0  # perf_counter from which the next boundary reads
+        self._first_step_at: float | None = None  # perf_counter of the first boundary
         self.latest_census: tuple[int, int, int] | None = None
 
     # lifecycle -------------------------------------------------------------------------
@@ -234,17 +245,23 @@ class Recorder:
 
     # step boundaries ---------------------------------------------------------------------
     def _on_optimizer_step(self, optimizer: Any) -> None:
+        """Every ``optimizer.step()`` (the torch hook): a sub-millisecond step pays for
+        every call made here, and ~3x that again in its own code's caches, so the usual
+        boundary is this one function, ``_measure`` and nothing else."""
         if self._in_child:
             return
         try:
-            closes = self.clock.observe(id(optimizer), optimizer)
-        except Exception as err:  # noqa: BLE001 - never raise into training
-            self._disable("recorder", err)
-            return
-        if closes:
+            if not self.clock.observe(id(optimizer), optimizer):
+                return
             if self.sources.current != "optimizer":
                 self.sources.switch("optimizer")
-            self.boundary(sys._getframe(2))
+            # The program's frame (torch's step wrapper, two up) is taken only for a
+            # probe: a frame object made at every step costs the step.
+            self._measure(None, 3)
+        except Exception as err:  # noqa: BLE001 - never raise into training
+            self._disable("recorder", err)
+        if self._requests:
+            self._serve_requests(sys._getframe(2))
 
     def manual_step(self, frame: FrameType | None) -> None:
         if self._in_child:
@@ -263,35 +280,51 @@ class Recorder:
         if self._requests:
             self._serve_requests(frame)
 
-    def _measure(self, frame: FrameType | None) -> None:
+    def _measure(self, frame: FrameType | None, frame_above: int = 0) -> None:
+        """Count and record one boundary; run the probes due. ``frame``: the program's
+        frame, or None to take it ``frame_above`` frames up from here when a probe runs."""
         start = time.perf_counter()
         duration_ms = (start - self._last_boundary) * 1000.0
-        self.step += 1
-        step = self.step
-        if self.cuda is not None:
-            self.cuda.at_boundary(step)
+        self.step = step = self.step + 1
+        cuda = self.cuda
+        if cuda is not None and step >= cuda.next_step:
+            cuda.at_boundary(step)
         plan = self.plan
-        probes = plan is not None and plan.due(step, start)
+        probes = plan is not None and (step >= plan.gate_step or start >= plan.gate_time) \
+            and plan.due(step, start)
         rss = uss = None
-        if probes or start - self._memory_read_at >= MEMORY_READ_SECONDS or step <= 2:
+        if probes or start >= self._memory_read_next or step <= 2:
             rss, uss = self._main.read()
-            self._memory_read_at = start
+            self._memory_read_next = start + self._memory_read_gap(start)
             self.latest = (step, rss, uss)
         if probes and plan is not None:
+            if frame is None and frame_above:
+                frame = sys._getframe(frame_above)
+            self._collections_inside = 0.0
             plan.run(step, frame, start, start - self._last_boundary, self._run_probe)
-        end = time.perf_counter()
-        # Our own time at this boundary, less the program's full collections that ran
-        # inside a probe (``_run_probe``): neither ours nor the step's.
-        own_ms = (end - start - self._collections_inside) * 1000.0
-        self._collections_inside = 0.0
-        if probes and plan is not None:
-            plan.scheduler.boundary_done(own_ms / 1000.0)
+            end = time.perf_counter()
+            # Our own time at this boundary, less the program's full collections that ran
+            # inside a probe (``_run_probe``): neither ours nor the step's.
+            own = end - start - self._collections_inside
+            plan.scheduler.boundary_done(own)
+        else:
+            end = time.perf_counter()
+            own = end - start
+        own_ms = own * 1000.0
         self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
                                   uss, None, gc.get_count()[0], own_ms))
-        for listener in self.boundary_listeners:
-            listener(step)
+        if step >= self.wake_step and self.wake is not None:
+            self.wake_step = NEVER
+            self.wake.set()
         # The next step's wall time excludes our own time at this boundary.
         self._last_boundary = end
+
+    def _memory_read_gap(self, now: float) -> float:
+        """Seconds to the next memory read (``MEMORY_READ_SPREAD``)."""
+        if self._first_step_at is None:
+            self._first_step_at = now
+        return min(MEMORY_READ_MAX_SECONDS,
+                   max(MEMORY_READ_SECONDS, (now - self._first_step_at) / MEMORY_READ_SPREAD))
 
     def _run_probe(self, probe: Probe, step: int, frame: FrameType | None,
                    reason: str) -> None:
@@ -346,7 +379,7 @@ class Recorder:
             return
         if name in ("epoch", "loader_epoch") or name.endswith("_end"):
             if self.plan is not None:
-                self.plan.phase_changed = True  # per-epoch leaks show right after it ends
+                self.plan.phase_end()  # per-epoch leaks show right after it ends
         if name == "epoch":
             self.epoch = (self.epoch or 0) + 1 if value is None else _epoch_number(value,
                                                                                   self.epoch)

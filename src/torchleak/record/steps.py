@@ -91,7 +91,8 @@ class StepClock:
                 self._set_closer(optimizer_id, optimizer)
                 return False
         if optimizer_id == self._closer:
-            self._since_boundary.clear()
+            if self._since_boundary:
+                self._since_boundary.clear()
             return True
         calls = self._since_boundary.get(optimizer_id, 0) + 1
         self._since_boundary[optimizer_id] = calls
