@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 # system call that slows a sub-millisecond step by ~10-15 us (its caches), 3% of it: a
 # few-second run of fast steps keeps several hundred readings, an hour's 100 a second.
 # Steps in between have no reading (NULL), never a copied one.
-MEMORY_READ_SECONDS = 0.001
-MEMORY_READ_SPREAD = 200
+MEMORY_READ_SECONDS = 0.002
+MEMORY_READ_SPREAD = 100
 MEMORY_READ_MAX_SECONDS = 0.01
 NEVER = 2**62  # a step no run reaches
 # A request runs on the training thread at the next boundary, with the user's frame.
