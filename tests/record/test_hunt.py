@@ -60,3 +60,21 @@ def test_a_live_suspicion_is_re_measured_within_the_budget(tmp_path: Path, budge
     # in this loop: these are the only confirmations asked for.
     walks = _walk_steps(tmp_path, 200, 100, lambda r: r.confirm(["model"]), budget, "confirm")
     assert len(walks) == confirmed, walks
+
+
+def test_a_boundary_asks_the_plan_only_at_its_gates(tmp_path: Path) -> None:
+    # A fast loop pays for every call at its boundaries: the plan is asked whether a probe
+    # is due only once its gate (a step or a time) is reached, or when the run asked for
+    # something (a hunt, here at step 300: its first walk is still at the next boundary).
+    asked: list[int] = []
+
+    def count(recorder: Recorder) -> None:
+        assert recorder.plan is not None
+        due = recorder.plan.due
+        recorder.plan.due = lambda step, start: asked.append(step) or due(step, start)  # type: ignore[method-assign]
+        recorder.hunt()
+
+    walks = _walk_steps(tmp_path, 2 * STEPS, HUNT_AT, count, 0.01, "hunt")
+    assert walks[0] == HUNT_AT + 1
+    assert HUNT_AT + 1 in asked
+    assert len(asked) < STEPS // 4, asked  # of the 500 boundaries after the hunt was asked
