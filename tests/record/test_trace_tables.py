@@ -86,3 +86,27 @@ def test_a_column_an_older_trace_lacks_reads_none(tmp_path: Path) -> None:
     assert len(got) == 1 and got[0].step == 2 and got[0].uss == 6
     assert got[0].monitor_ms is None and got[0].duration_ms is None
     assert list(rows.read(conn, tables.CENSUS)) == []  # a table it lacks reads empty
+
+
+def test_a_follower_asks_each_tables_columns_once(tmp_path: Path) -> None:
+    # A live follower reads the same trace every few seconds: within ``columns_known`` a
+    # table's columns are asked once; a table absent at first is asked again, so one
+    # created later (an older writer's) is still read.
+    conn = sqlite3.connect(tmp_path / "old.sqlite")
+    conn.execute("CREATE TABLE steps (step INTEGER PRIMARY KEY, t REAL, rss INTEGER, "
+                 "uss INTEGER)")
+    conn.executemany("INSERT INTO steps VALUES (?, ?, ?, ?)", [(1, 1.0, 10, 5), (2, 2.0, 11, 6)])
+    asked: list[str] = []
+    conn.set_trace_callback(lambda sql: asked.append(sql) if "table_info" in sql else None)
+    known: dict[str, list[str]] = {}
+    for _ in range(3):
+        with rows.columns_known(known):
+            assert [r.uss for r in rows.read(conn, tables.STEPS)] == [5, 6]
+            assert list(rows.read(conn, tables.MARKS)) == []
+    assert sum("steps" in sql for sql in asked) == 1
+    assert sum("marks" in sql for sql in asked) == 3
+    conn.execute("CREATE TABLE marks (step INTEGER, t REAL, name TEXT, value TEXT)")
+    conn.execute("INSERT INTO marks VALUES (2, 2.0, 'epoch', NULL)")
+    with rows.columns_known(known):
+        assert [m.name for m in rows.read(conn, tables.MARKS)] == ["epoch"]
+    assert list(rows.read(conn, tables.STEPS))[0].monitor_ms is None  # outside: asked anew

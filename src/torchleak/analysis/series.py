@@ -159,18 +159,21 @@ class RunDataBuilder:
         self._durations: deque[float] = deque(maxlen=4096)
         self._monitor: deque[float] = deque(maxlen=4096)
         self._sweep: tuple[float, float, dict[int, float]] | None = None  # workers' sweep
+        self._columns: dict[str, list[str]] = {}  # this trace's tables' columns, once read
 
     def update(self, conn: sqlite3.Connection) -> RunData:
+        """Read the rows new since the last update (``conn``: always the same trace's)."""
         data = self.data
         data.meta = read_meta(conn)
         data.live = judgement(conn, "live", report=False)
-        self._steps(conn)
-        self._workers(conn)
-        self._heap(conn)
-        self._cuda(conn)
-        self._holders(conn)
-        self._census(conn)
-        self._marks_events(conn)
+        with rows.columns_known(self._columns):
+            self._steps(conn)
+            self._workers(conn)
+            self._heap(conn)
+            self._cuda(conn)
+            self._holders(conn)
+            self._census(conn)
+            self._marks_events(conn)
         if self._durations:
             ordered = sorted(self._durations)
             data.step_seconds = ordered[len(ordered) // 2] / 1000.0
