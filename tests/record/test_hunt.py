@@ -74,7 +74,9 @@ def test_a_boundary_asks_the_plan_only_at_its_gates(tmp_path: Path) -> None:
         recorder.plan.due = lambda step, start: asked.append(step) or due(step, start)  # type: ignore[method-assign]
         recorder.hunt()
 
-    walks = _walk_steps(tmp_path, 2 * STEPS, HUNT_AT, count, 0.01, "hunt")
+    # A budget too small for any scheduled probe: only the steps decide (the anchors, the
+    # hunt's walks and the boundary after each run), never the machine's speed.
+    walks = _walk_steps(tmp_path, 2 * STEPS, HUNT_AT, count, 1e-9, "hunt")
     assert walks[0] == HUNT_AT + 1
     assert HUNT_AT + 1 in asked
-    assert len(asked) < STEPS // 4, asked  # of the 500 boundaries after the hunt was asked
+    assert len(asked) < 30, asked  # of the 500 boundaries after the hunt was asked
