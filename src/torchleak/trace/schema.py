@@ -21,8 +21,8 @@ LOCK_FILENAME = "trace.lock"
 
 # One row per step in MiB, for hand-written SQL (also reachable as python.torch_trace).
 # allocated: CUDA allocated MiB of device 0 when recorded, else main-process USS MiB.
-# rss, uss: the latest reading at or before the step (a fast loop's memory is read 2-10 ms
-# apart at most: steps between readings have none in ``steps``).
+# rss, uss: the latest reading at or before the step (a fast loop's memory is read at most
+# once a millisecond: steps between readings have none in ``steps``).
 # workers_uss: the latest sample of each worker at or before the step, summed.
 TORCH_TRACE_VIEW = """
 CREATE VIEW IF NOT EXISTS torch_trace AS

@@ -89,8 +89,8 @@ STEPS = Table("steps", "training step", "One row at each step boundary (docs/det
                                   "time excluded"),
     Column("epoch", "INTEGER", "the last `epoch` mark, NULL if none"),
     Column("phase", "TEXT", "`train`, or the phase a mark opened"),
-    Column("rss", "INTEGER", "main process resident bytes; NULL between readings (2-10 ms "
-                             "apart at most, see below, and at every step that runs a probe)"),
+    Column("rss", "INTEGER", "main process resident bytes; NULL between readings (at most "
+                             "one a millisecond, and at every step that runs a probe)"),
     Column("uss", "INTEGER", "main process private bytes (resident - shared; see below); "
                              "NULL where `rss` is"),
     Column("py_blocks", "INTEGER", "`sys.getallocatedblocks()`, when sampled"),
