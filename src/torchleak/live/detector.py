@@ -31,7 +31,7 @@ from typing import Protocol
 
 from torchleak.analysis import RunDataBuilder, build_report
 from torchleak.analysis.confirm import MIN_DOUBLING_STEPS
-from torchleak.record.session import NEVER
+from torchleak.record.schedule import NEVER
 from torchleak.report import Finding, Report, plain
 from torchleak.trace.judgements import judgement_row
 from torchleak.trace.reader import readonly_uri

@@ -17,7 +17,7 @@ from types import FrameType
 
 from torchleak.record.probe import Probe
 from torchleak.record.probes.holder_probes import HolderWalk, QuickRemeasure
-from torchleak.record.schedule import ALL_ANCHORS, MAX_SUSPECTS, Scheduler
+from torchleak.record.schedule import ALL_ANCHORS, MAX_SUSPECTS, NEVER, Scheduler
 
 # Walks owed to growth no holder explains, and their spacing: at least HUNT_MIN_GAP
 # steps, or 1/HUNT_SPREAD of the steps so far (a slow leak needs time to show).
@@ -184,4 +184,4 @@ _ANCHORS_SORTED = sorted(ALL_ANCHORS)
 def _next_anchor(step: int) -> int:
     """The first anchor step after ``step``."""
     at = bisect.bisect_right(_ANCHORS_SORTED, step)
-    return _ANCHORS_SORTED[at] if at < len(_ANCHORS_SORTED) else 2**62
+    return _ANCHORS_SORTED[at] if at < len(_ANCHORS_SORTED) else NEVER

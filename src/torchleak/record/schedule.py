@@ -55,7 +55,7 @@ ANCHOR_BUDGETS = 1.5  # the fixed anchors may spend this many budgets of the wal
 WALK_CAP_SECONDS, WALK_CAP_SHARE = 0.3, 0.03  # ... but a walk anchor runs unless dearer
 QUICK_STEP_SHARE = 0.03
 MAX_SUSPECTS = 24  # holders the quick re-measure follows
-_NEVER = 2**62  # a step no run reaches
+NEVER = 2**62  # a step no run reaches
 
 
 @dataclass
@@ -212,7 +212,7 @@ class Scheduler:
         first step of the probes whose time has come, the first time of the others. A
         probe can only run once one of them is passed, so most boundaries stop there."""
         self.next_step = min((first for due, first in self.gates if due <= now),
-                             default=_NEVER)
+                             default=NEVER)
         self.next_due = min((due for due, _ in self.gates if due > now), default=math.inf)
 
     def ready(self, step: int, now: float) -> bool:

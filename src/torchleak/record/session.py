@@ -30,7 +30,7 @@ import psutil
 from torchleak.record.metadata import torch_metadata
 from torchleak.record.probe import Probe, ProbeContext
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
-from torchleak.record.schedule import Scheduler
+from torchleak.record.schedule import NEVER, Scheduler
 from torchleak.record.steps import StepClock, StepSources
 from torchleak.trace.tables import Table
 from torchleak.trace.writer import TraceWriter
@@ -49,7 +49,6 @@ if TYPE_CHECKING:
 # exact (an allocator's stairs seen in fewer points: 1.7x off in 1 run of 8, against the
 # program's own reads). Steps in between have no reading (NULL), never a copied one.
 MEMORY_READ_SECONDS = 0.001
-NEVER = 2**62  # a step no run reaches
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
 
