@@ -1,6 +1,6 @@
 """What torchleak's step boundary costs a fast step, measured in one process (a script).
 
-    python benchmarks/boundary_cost.py [--rounds 80] [--baseline OTHER_TREE/src]
+    python benchmarks/boundary_cost.py [--rounds 80] [--baseline OTHER_TREE/src] [--device cuda]
 
 ``overhead.py`` compares two processes, whose step times differ by 1-3% with nothing
 changed (memory layout, the machine's load). Here one ``torchleak run`` process trains the
@@ -9,7 +9,9 @@ torchleak's optimizer hook installed and removed (its threads, probes and trace 
 pairs each block with its neighbour. Printed: the median step with and without the hook,
 the ratio of the medians, the median of the paired ratios, and the step's extra time in
 microseconds, split into forward, backward and ``optimizer.step()`` (where the hook runs).
-``--baseline`` runs the same in another tree's torchleak right after.
+``--baseline`` runs the same in another tree's torchleak right after. ``--device cuda``
+trains on the GPU and waits for it at the end of each step (the step's time is then what
+the GPU and the launching thread take together; ``optimizer.step()`` is the launch).
 """
 
 from __future__ import annotations
@@ -28,11 +30,13 @@ from torch.optim.optimizer import _global_optimizer_post_hooks
 
 torch.manual_seed(0)
 torch.set_num_threads(1)
+rounds, device, block = int(sys.argv[1]), sys.argv[2], 200
+sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
-                            torch.nn.ReLU(), torch.nn.Linear(128, 10))
+                            torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x, y = torch.randn(64, 64), torch.randint(0, 10, (64,))
-rounds, block = int(sys.argv[1]), 200
+x = torch.randn(64, 64, device=device)
+y = torch.randint(0, 10, (64,), device=device)
 clock = time.perf_counter
 
 
@@ -45,15 +49,18 @@ def step(parts):
     t2 = clock()
     optimizer.step()
     t3 = clock()
+    sync()
+    t4 = clock()
     parts[0].append(t1 - t0), parts[1].append(t2 - t1), parts[2].append(t3 - t2)
-    return t3 - t0
+    parts[3].append(t4 - t3)
+    return t4 - t0
 
 
 for _ in range(300):
-    step([[], [], []])
+    step([[], [], [], []])
 ours = dict(_global_optimizer_post_hooks)
 medians = {True: [], False: []}
-parts = {True: [[], [], []], False: [[], [], []]}
+parts = {True: [[], [], [], []], False: [[], [], [], []]}
 for r in range(rounds):
     for hooked in ((True, False) if r % 2 else (False, True)):
         _global_optimizer_post_hooks.clear()
@@ -64,13 +71,13 @@ _global_optimizer_post_hooks.update(ours)
 on, off = statistics.median(medians[True]), statistics.median(medians[False])
 paired = statistics.median(a / b for a, b in zip(medians[True], medians[False]))
 split = ", ".join(f"{name} {1e6 * (statistics.median(parts[True][i]) - statistics.median(parts[False][i])):+.1f}"
-                  for i, name in enumerate(("forward", "backward", "optimizer.step()")))
+                  for i, name in enumerate(("forward", "backward", "optimizer.step()", "wait")))
 print(f"step with the hook {1e6 * on:.1f} us, without {1e6 * off:.1f} us: ratio {on / off:.4f}, "
       f"paired {paired:.4f}, extra {1e6 * (on - off):.1f} us ({split})", flush=True)
 '''
 
 
-def run(rounds: int, source: Path | None) -> str:
+def run(rounds: int, source: Path | None, device: str) -> str:
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "loop.py"
         script.write_text(LOOP)
@@ -78,7 +85,7 @@ def run(rounds: int, source: Path | None) -> str:
         if source is not None:
             env["PYTHONPATH"] = str(source)
         done = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
-                               str(Path(folder) / "run"), str(script), str(rounds)],
+                               str(Path(folder) / "run"), str(script), str(rounds), device],
                               env=env, cwd=folder, capture_output=True, text=True, check=True)
         return done.stdout.strip().splitlines()[-1]
 
@@ -87,10 +94,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=80)
     parser.add_argument("--baseline", type=Path, help="another tree's src folder")
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                        help="where the model trains (default cpu)")
     args = parser.parse_args()
-    print("this tree:", run(args.rounds, None))
+    print("this tree:", run(args.rounds, None, args.device))
     if args.baseline is not None:
-        print("baseline: ", run(args.rounds, args.baseline))
+        print("baseline: ", run(args.rounds, args.baseline, args.device))
 
 
 if __name__ == "__main__":

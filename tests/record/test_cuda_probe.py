@@ -5,13 +5,16 @@ CPU, where CUDA must stay untouched and `allocated` falls back to USS."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import torch
 import torch.cuda.memory as cuda_memory
+from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from torchleak.live.engine import Monitor, MonitorOptions
+from torchleak.record import cuda_watch
 from torchleak.record.probes import cuda as cuda_probe
 
 MB = 1024 * 1024
@@ -48,7 +51,6 @@ def _fake_cuda(monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 512 * MB)
     monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict", fake.memory_stats)
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device: (70_000 * MB, 80_000 * MB))
 
@@ -64,15 +66,22 @@ def _fake_cuda(monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
 
 
 class FakeAllocator:
-    """Answers torch.cuda's allocator queries like one device whose memory grows 1 MiB a call."""
+    """Answers torch.cuda's allocator queries like one device whose memory grows 1 MiB a
+    training step (counted by an optimizer hook of its own, which runs before torchleak's)."""
 
     def __init__(self) -> None:
-        self.calls = 0
+        self.steps = 0
+        self._hook = register_optimizer_step_post_hook(self._count)
+
+    def _count(self, optimizer: object, args: object, kwargs: object) -> None:
+        self.steps += 1
+
+    def remove(self) -> None:
+        self._hook.remove()
 
     def memory_stats(self, device: int) -> dict[str, object]:
         """``memory_stats_as_nested_dict``'s shape: counter, pool, then current or peak."""
-        self.calls += 1
-        allocated = 100 * MB + self.calls * MB
+        allocated = 100 * MB + self.steps * MB
         return {
             "allocated_bytes": {"all": {"current": allocated, "peak": allocated}},
             "reserved_bytes": {"all": {"current": 512 * MB, "peak": 512 * MB}},
@@ -81,6 +90,13 @@ class FakeAllocator:
             "num_alloc_retries": 0,
             "num_ooms": 0,
         }
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeAllocator]:
+    allocator = FakeAllocator()
+    yield allocator
+    allocator.remove()
 
 
 def test_without_a_gpu_cuda_is_never_touched_and_allocated_is_uss(tmp_path: Path) -> None:
@@ -93,18 +109,23 @@ def test_without_a_gpu_cuda_is_never_touched_and_allocated_is_uss(tmp_path: Path
 
 
 @faked_gpu
-def test_cuda_columns_fill_from_the_allocator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    fake = FakeAllocator()
+def test_cuda_columns_fill_from_the_allocator(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              fake: FakeAllocator) -> None:
     _fake_cuda(monkeypatch, fake)
-    conn = _record(tmp_path, 30)
+    conn = _record(tmp_path, 300)
     rows = conn.execute("SELECT step, allocated, reserved, inactive_split, total FROM cuda_samples "
                         "ORDER BY step").fetchall()
-    assert [r[0] for r in rows] == list(range(1, 31))
-    assert [r[1] for r in rows] == [100 * MB + (i + 1) * MB for i in range(30)]
+    # A fast loop is read every few steps, each row with that step's exact counters.
+    steps = [r[0] for r in rows]
+    assert steps[0] == 1 and len(steps) >= 3 and steps == sorted(set(steps))
+    assert [r[1] for r in rows] == [100 * MB + step * MB for step in steps]
     assert {r[2] for r in rows} == {512 * MB} and {r[3] for r in rows} == {3 * MB}
     assert {r[4] for r in rows} == {80_000 * MB}
+    # The view gives every step the latest reading at or before it, never USS between.
     view = conn.execute("SELECT step, allocated, reserved FROM torch_trace ORDER BY step").fetchall()
-    assert view[0][1] == pytest.approx(101.0) and view[-1][1] == pytest.approx(130.0)
+    assert len(view) == 300
+    latest = {step: max(s for s in steps if s <= step) for step, _, _ in view}
+    assert [v[1] for v in view] == [pytest.approx(100 + latest[v[0]]) for v in view]
     assert {v[2] for v in view} == {512.0}
 
 
@@ -117,7 +138,8 @@ def test_device_names_read_only_used_devices(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 1)
-    monkeypatch.setattr(torch.cuda, "memory_reserved", lambda device=None: 0)
+    monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict",
+                        lambda device: {"reserved_bytes": {"all": {"current": 0}}})
     monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: asked.append(d) or Props())
     assert cuda_probe.device_names() == [{"device": 1, "name": "Fake H100",
                                           "total": 80 * 1024 * MB}]
@@ -130,15 +152,14 @@ def test_nothing_is_read_before_the_program_initialises_cuda(
     monkeypatch.setattr(torch.cuda, "memory_stats", lambda d: pytest.fail("read CUDA early"))
     monkeypatch.setattr(torch.cuda, "memory_stats_as_nested_dict",
                         lambda d: pytest.fail("read CUDA early"))
-    assert cuda_probe.CudaProbe().sample(1) == [] and cuda_probe.device_names() == []
+    assert cuda_probe.CudaProbe().sample(1, 0.0) == [] and cuda_probe.device_names() == []
 
 
 @faked_gpu
 def test_growing_cuda_allocation_is_judged_against_the_gpu_total(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
     from torchleak.analysis import analyze
 
-    fake = FakeAllocator()
     _fake_cuda(monkeypatch, fake)
     _record(tmp_path, 120).close()
     monkeypatch.undo()
@@ -169,12 +190,12 @@ class FakeHistory:
 
 @faked_gpu
 def test_a_cuda_finding_records_the_allocator_history_into_the_run_folder(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
     import pickle
 
     import torch.cuda.memory
 
-    fake, history = FakeAllocator(), FakeHistory()
+    history = FakeHistory()
     _fake_cuda(monkeypatch, fake)
     monkeypatch.setattr(torch.cuda.memory, "_record_memory_history", history._record_memory_history)
     monkeypatch.setattr(torch.cuda.memory, "_dump_snapshot", history._dump_snapshot)
@@ -197,3 +218,54 @@ def test_a_cuda_finding_records_the_allocator_history_into_the_run_folder(
     conn = sqlite3.connect(tmp_path / "trace.sqlite")
     value = conn.execute("SELECT value FROM meta WHERE key = 'cuda_snapshot'").fetchone()
     assert value is not None and "cuda_snapshot.pickle" in value[0]
+
+
+class WatchHost:
+    """What the CUDA watch needs of the recorder: its rows kept, faults raised."""
+
+    def __init__(self) -> None:
+        self.step = 0
+        self.rows: list[tuple[object, ...]] = []
+
+    def allowed(self, probe: str) -> bool:
+        return True
+
+    def safely(self, probe: str, action: Callable[[], None]) -> None:
+        action()
+
+    def set_meta(self, key: str, value: object) -> None:
+        pass
+
+    def event(self, kind: str, source: str, message: str) -> None:
+        pass
+
+    def add_rows(self, table: str, rows: list[tuple[object, ...]]) -> None:
+        self.rows.extend(rows)
+
+
+def _read_steps(tmp_path: Path, step_seconds: float, read_seconds: float,
+                monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The steps a loop of ``step_seconds`` steps reads at, when a read takes
+    ``read_seconds`` (a clock the test moves: the rule, not this machine's speed)."""
+    host, now = WatchHost(), [0.0]
+    watch = cuda_watch.CudaWatch(host, tmp_path)
+    monkeypatch.setattr(cuda_watch, "perf_counter", lambda: now[0] + read_seconds)
+    for step in range(1, 2001):
+        now[0] = step * step_seconds
+        if step >= watch.next_step and now[0] >= watch.next_time:  # the recorder's gate
+            watch.at_boundary(step, now[0])
+    return [row[0] for row in host.rows]
+
+
+@faked_gpu
+def test_a_read_is_followed_by_200_times_its_own_time_without_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeAllocator) -> None:
+    _fake_cuda(monkeypatch, fake)
+    # 1 ms steps, 50 us reads: one read every 10 ms (the 11th step), from the first.
+    fast = _read_steps(tmp_path, 0.001, 50e-6, monkeypatch)
+    assert fast[0] == 1 and {b - a for a, b in zip(fast, fast[1:])} == {11}
+    # Steps slower than 200 reads: every step is read.
+    assert _read_steps(tmp_path, 0.02, 50e-6, monkeypatch) == list(range(1, 2001))
+    # A read slowed to 1 ms: still one at least every 50 ms.
+    slow = _read_steps(tmp_path, 0.001, 0.001, monkeypatch)
+    assert {b - a for a, b in zip(slow, slow[1:])} <= {50, 51}  # 50 ms, in floats

@@ -258,6 +258,58 @@ def test_optimizers_traced_whole_inside_a_compiled_step_keep_every_graph_as_it_w
     assert recorded.scalar("SELECT COUNT(*) FROM steps") == 40  # one per D+G pair
 
 
+# torch.export, strict, before any optimizer step (torchleak's global forward hooks are
+# in place), of a model and of a module whose forward makes the program's own optimizer
+# step; then forward calls, which the hooks count as steps again.
+EXPORTED = """
+    import torch
+
+{plain_sgd}
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    optimizer = PlainSGD(model.parameters(), lr=0.1)
+
+
+    class Stepping(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = model
+
+        def forward(self, x):
+            optimizer.step()
+            return self.inner(x)
+
+
+    for name, module in (("model", model), ("stepping", Stepping())):
+        program = torch.export.export(module, (torch.randn(2, 4),), strict=True)
+        print(name, sorted({str(n.target) for n in program.graph.nodes
+                            if n.op == "call_function"}))
+    with torch.no_grad():
+        for _ in range(20):
+            model(torch.randn(2, 4))
+"""
+
+
+@prefetch
+@weight(3)
+def exported(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
+    script = write_script(folder, "exported.py", EXPORTED.replace("{plain_sgd}", PLAIN_SGD))
+    return (run_python([script.name], cwd=folder, timeout=300),
+            record(folder, script, options=("--quiet",)))
+
+
+def test_a_strict_export_before_the_first_step_sees_no_torchleak(runs: RunPool) -> None:
+    plain, recorded = runs.get(exported)
+    assert plain.returncode == 0 and "stepping" in plain.stdout, plain.stderr[-3000:]
+    # The same programs (no step call in one), where a global hook made export fail.
+    assert recorded.proc.returncode == 0, recorded.proc.stderr[-3000:]
+    assert recorded.proc.stdout == plain.stdout
+    # The hooks came back: the forward calls after the exports are steps.
+    assert recorded.meta("step_definition").startswith("one forward call")
+    assert recorded.scalar("SELECT COUNT(*) FROM steps") > 0
+
+
 # A backend that drops the step call, as a dead-code pass that ignores side effects
 # would. Time samples come sooner than in a real run (30 s idle, then every 2 s).
 DROPPED_CALL = """

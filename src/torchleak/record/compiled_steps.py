@@ -66,20 +66,32 @@ def step_marker() -> Marker:
 
 
 def _make_marker(op: Any) -> Marker:
-    import torch
-
-    is_exporting = getattr(torch.compiler, "is_exporting", None)
+    exporting = _export_check()
 
     def mark(optimizer: Any) -> None:
         # Never inside an exported program: it must load where torchleak is not. Never
         # for torch's own optimizers: they break the graph around their update, so the
         # call would be compiled as a graph of its own (their steps are left to the time
         # samples, or to torchleak.watch().step() after the compiled step).
-        if op is not None and not (is_exporting is not None and is_exporting()) and \
+        if op is not None and not exporting() and \
                 not type(optimizer).__module__.startswith("torch.optim"):
             op(id(optimizer))
 
     return mark
+
+
+def _export_check() -> Callable[[], bool]:
+    """True while ``torch.export`` traces, as the compiler sees it. torch 2.11's compiler
+    folds ``torch.compiler.is_exporting()`` to True under every ``torch.compile`` (seen on
+    a GPU machine: no compiled step was ever counted there); the flag ``torch.export``
+    sets, which later torch reads for it, is read directly where it exists."""
+    import torch
+
+    compiler = torch.compiler
+    if hasattr(compiler, "_is_exporting_flag"):
+        return lambda: bool(compiler._is_exporting_flag)
+    is_exporting = getattr(compiler, "is_exporting", None)
+    return is_exporting if is_exporting is not None else (lambda: False)
 
 
 def _register() -> Any:

@@ -1,21 +1,34 @@
-"""The CUDA side of a recording: the allocator's counters at every step once the program
-itself uses CUDA, and the allocator's history once a CUDA finding is called.
+"""The CUDA side of a recording: the allocator's counters once the program itself uses
+CUDA, and the allocator's history once a CUDA finding is called.
 
 Whether the program has initialised CUDA is asked every ``CHECK_EVERY`` steps until it
 has (the question costs ~15 us: too dear for every step of a CPU run). Never initialises
 CUDA itself.
+
+A read of the counters is followed by at least ``READ_SHARE`` times its own time without
+one (at most ``READ_GAP_MAX``): a read costs ~65 us in place on an H100's host (the allocator
+builds ~200 Python objects for it; a step's own code then runs slower after it, ~2x that
+again), so a 2 ms step read at every boundary paid ~10%. Steps slower than ~200 reads are
+read at every boundary; a fast loop every few steps (each read's values are exact
+counters, so fewer points lose nothing a straight line needs). A boundary that runs a probe
+always reads (the census splits the latest reading).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from time import perf_counter
 from typing import Any, Protocol
 
 from torchleak.record.probes.cuda import CudaProbe, cuda_in_use, device_names
 from torchleak.record.probes.cuda_history import CudaHistory
 
 CHECK_EVERY = 64
+# A read is followed by at least READ_SHARE times its own time without one (~0.5%).
+READ_SHARE = 200
+# ...and never more than this between reads (a read slowed once by the machine's load).
+READ_GAP_MAX = 0.05
 
 
 class CudaHost(Protocol):
@@ -41,21 +54,26 @@ class CudaWatch:
         self._probe = CudaProbe()
         self.history = CudaHistory(folder)
         self.live = False  # the program uses CUDA and the probe works
-        # The first step at which ``at_boundary`` has something to do: the recorder
-        # compares, so a CPU run's boundaries make no call here.
+        # The first step and time at which ``at_boundary`` has something to do: the
+        # recorder compares, so a CPU run's boundaries make no call here.
         self.next_step = 1
+        self.next_time = 0.0
 
-    def at_boundary(self, step: int) -> None:
-        """Sample the allocator (from ``next_step`` on; every step once CUDA is live)."""
+    def at_boundary(self, step: int, now: float) -> None:
+        """Sample the allocator (from ``next_step`` and ``next_time`` on, or at a probe's
+        boundary). ``now``: the boundary's ``time.perf_counter()``."""
         if not self.live:
             self.next_step = step + CHECK_EVERY
             if not self._started():
                 return
         self.next_step = step + 1
         host = self._host
-        host.safely("cuda", lambda: host.add_rows("cuda_samples", self._probe.sample(step)))
+        host.safely("cuda", lambda: host.add_rows("cuda_samples",
+                                                  self._probe.sample(step, now)))
         if self.history.due(step):
             host.safely("cuda_history", self.save_history)
+        took = perf_counter() - now
+        self.next_time = now + min(READ_GAP_MAX, took * (READ_SHARE + 1))
 
     def _started(self) -> bool:
         self.live = self._host.allowed("cuda") and cuda_in_use()

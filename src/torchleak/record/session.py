@@ -282,12 +282,12 @@ class Recorder:
         start = time.perf_counter()
         duration_ms = (start - self._last_boundary) * 1000.0
         self.step = step = self.step + 1
-        cuda = self.cuda
-        if cuda is not None and step >= cuda.next_step:
-            cuda.at_boundary(step)
         plan = self.plan
         probes = plan is not None and (step >= plan.gate_step or start >= plan.gate_time) \
             and plan.due(step, start)
+        cuda = self.cuda
+        if cuda is not None and step >= cuda.next_step and (start >= cuda.next_time or probes):
+            cuda.at_boundary(step, start)
         rss = uss = None
         if probes or start >= self._memory_read_next or step <= 2:
             rss, uss = self._main.read()

@@ -35,6 +35,7 @@ from types import FrameType
 from typing import Any, Protocol
 
 from torchleak.record import compiled_steps
+from torchleak.record.export_lift import ExportLift
 
 
 class BoundaryTarget(Protocol):
@@ -143,6 +144,7 @@ class ForwardSteps:
         self.calls = 0  # outermost forward calls seen
         self.steps = 0  # boundaries made
         self.inert = False  # steps come from elsewhere now; the hooks return at once
+        self._export = ExportLift(lambda: self._handles)  # torch.export never sees them
 
     def install(self) -> None:
         import torch
@@ -177,6 +179,7 @@ class ForwardSteps:
         # recovered from in `before`.
         self._handles = [register_module_forward_pre_hook(before),
                          register_module_forward_hook(after)]
+        self._export.install()
         self._quiet_compile_warning()
 
     def remove(self, final: bool = False) -> None:
@@ -189,6 +192,7 @@ class ForwardSteps:
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
+        self._export.uninstall()
         if self._filter is not None:
             try:
                 warnings.filters.remove(self._filter)

@@ -20,7 +20,8 @@ TRACE_FILENAME = "trace.sqlite"
 LOCK_FILENAME = "trace.lock"
 
 # One row per step in MiB, for hand-written SQL (also reachable as python.torch_trace).
-# allocated: CUDA allocated MiB of device 0 when recorded, else main-process USS MiB.
+# allocated: CUDA allocated MiB of device 0 (the latest sample at or before the step: a
+# fast loop's counters are read every few steps) once CUDA is recorded, else USS MiB.
 # rss, uss: the latest reading at or before the step (a fast loop's memory is read at most
 # once a millisecond: steps between readings have none in ``steps``).
 # workers_uss: the latest sample of each worker at or before the step, summed.
@@ -47,7 +48,8 @@ FROM steps s
 LEFT JOIN steps m ON m.step = (
     SELECT r.step FROM steps r WHERE r.step <= s.step AND r.uss IS NOT NULL
      ORDER BY r.step DESC LIMIT 1)
-LEFT JOIN cuda_samples c ON c.step = s.step AND c.device = 0;
+LEFT JOIN cuda_samples c ON c.device = 0 AND c.step = (
+    SELECT MAX(x.step) FROM cuda_samples x WHERE x.device = 0 AND x.step <= s.step);
 """
 
 ALL_DDL = "\n".join(t.ddl() for t in (*TABLES, *VIEWS)) + "\n" + TORCH_TRACE_VIEW

@@ -119,9 +119,12 @@ HEAP_SAMPLES = Table("heap_samples", "heap sample", "Every 1-2 s, and at every f
     Column("malloc_mmapped", "INTEGER", "C allocator: bytes in its own mmap()ed blocks"),
 ))
 
-CUDA_SAMPLES = Table("cuda_samples", "step x device", "Only once the script itself "
-                     "initialised CUDA, and only for the devices it uses. `allocated` and "
-                     "`reserved` every step; the others every 16 steps, repeated between.", (
+CUDA_SAMPLES = Table("cuda_samples", "sampled step x device", "Only once the script "
+                     "itself initialised CUDA, and only for the devices it uses. Every step "
+                     "of a slow loop; a fast loop's every few steps (a read is followed by "
+                     "200 times its own time without one, at most 50 ms), and every step "
+                     "that runs a probe. `allocated` and `reserved` at each; the others "
+                     "(and the device list) at most once a second, repeated between.", (
     Column("step", "INTEGER NOT NULL"),
     Column("device", "INTEGER NOT NULL"),
     Column("allocated", "INTEGER"),

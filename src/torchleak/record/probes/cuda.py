@@ -2,12 +2,14 @@
 
 We never create a CUDA context (several hundred MB per device per process): nothing is
 read before the program has initialised CUDA, and only devices where the program has
-memory (or its current device) are probed. Each step reads the two counters a leak
+memory (or its current device) are probed. A sample reads the two counters a leak
 needs (allocated, reserved) from one call for the allocator's counters, nested as the
 allocator keeps them (``memory_stats`` flattens the same dict into ~200 keys in Python:
-84 against 11 us a call on an H200's host); the driver's free/total and the
-fragmentation counters are read every ``FULL_EVERY`` steps. Nothing here synchronises a
-stream: these are host-side counters.
+84 against 11 us a call on an H200's host, in a tight loop); the device list, the
+driver's free/total and the fragmentation counters at most every ``FULL_SECONDS``
+(``mem_get_info`` ~95 us in place on an H100's host, the device list ~290 us when it asked
+``memory_reserved``, which flattens). Nothing here synchronises a stream: these are
+host-side counters. When samples are taken is the watch's (``cuda_watch``).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 
 import torch
 
-FULL_EVERY = 16  # steps between full samples (driver free/total, fragmentation counters)
+FULL_SECONDS = 1.0  # between full samples (devices, driver free/total, fragmentation)
 # Counters by their path in the nested dict (``memory_stats`` names them joined by dots).
 _CURRENT = (("allocated_bytes", "all", "current"), ("reserved_bytes", "all", "current"))
 _FULL = (("active_bytes", "all", "current"), ("inactive_split_bytes", "all", "current"),
@@ -44,26 +46,31 @@ def used_devices() -> list[int]:
     devices = {torch.cuda.current_device()}
     for device in range(torch.cuda.device_count()):
         # The allocator's counters are host-side: reading them creates no context.
-        if torch.cuda.memory_reserved(device) > 0:
+        stats = torch.cuda.memory_stats_as_nested_dict(device)
+        if _counter(stats, _CURRENT[1]) > 0:
             devices.add(device)
     return sorted(devices)
 
 
 class CudaProbe:
-    """One row per used device: allocated and reserved every step; active, inactive_split,
-    peaks, retries, OOMs and the driver's free/total every ``FULL_EVERY`` steps."""
+    """One row per used device a sample: allocated and reserved each time; active,
+    inactive_split, peaks, retries, OOMs and the driver's free/total (and which devices are
+    used) at most every ``FULL_SECONDS`` (copied from the last full sample between)."""
 
     def __init__(self) -> None:
         self._devices: list[int] = []
         self._last: dict[int, tuple[Any, ...]] = {}
+        self._full_next = 0.0  # perf_counter time of the next full sample
         self.totals: dict[int, int] = {}
-        self.latest: dict[int, tuple[int, ...]] = {}  # (allocated, reserved) at the last step
+        self.latest: dict[int, tuple[int, ...]] = {}  # (allocated, reserved) at the last sample
 
-    def sample(self, step: int) -> list[tuple[Any, ...]]:
+    def sample(self, step: int, now: float) -> list[tuple[Any, ...]]:
+        """``now``: the boundary's ``time.perf_counter()``."""
         if not cuda_in_use():
             return []
-        full = step % FULL_EVERY == 1 or not self._devices
+        full = now >= self._full_next or not self._devices
         if full:
+            self._full_next = now + FULL_SECONDS
             self._devices = used_devices()
         rows = []
         for device in self._devices:
