@@ -291,13 +291,15 @@ def test_the_ramp_grew_memory_past_the_threshold_then_stopped(healthy_run: Recor
         return max((s, u) for s, u in readings if s <= step)[1]
 
     assert uss(RAMP_STEPS + 1) - uss(5) >= 8 * 1024 * 1024  # more than the minimum growth
-    # Flat after the ramp, but for torchleak's own census scan list when a census ran in
-    # between (freed, its pages may stay in this test process's heap: ``census_scan_bytes``).
+    # No growth after the ramp, but for torchleak's own census scan list when a census ran
+    # in between (freed, its pages may stay in this test process's heap:
+    # ``census_scan_bytes``). It may fall: this process's heap is shared with the test
+    # runner's, whose frees give pages back (2.3 MiB once, on a loaded machine).
     censuses = healthy_run.rows("SELECT COUNT(*) FROM census WHERE step > ? AND step <= ?",
                                 RAMP_STEPS + 20, RAMP_STEPS + PLATEAU_STEPS)[0][0]
     own = json.loads(healthy_run.rows("SELECT value FROM meta WHERE key = 'own_memory'")[0][0])
     scan = own.get("census_scan_bytes", 0) if censuses else 0
-    assert abs(uss(RAMP_STEPS + PLATEAU_STEPS) - uss(RAMP_STEPS + 20)) < 2 * 1024 * 1024 + scan
+    assert uss(RAMP_STEPS + PLATEAU_STEPS) - uss(RAMP_STEPS + 20) < 2 * 1024 * 1024 + scan
 
 
 @pytest.mark.parametrize("healthy_run", ["cyclic_gc_sawtooth"], indirect=True)
