@@ -88,6 +88,7 @@ class LiveDetector:
         self.spent = 0.0  # CPU seconds of all passes so far
         self.deciding = 0.0  # ... of those that ran while a finding was suspected
         self.passes = 0
+        self.deciding_passes = 0
         # A serious finding not called yet: its passes decide a live call and are not held
         # by the share (a late leak's call comes near the end of a short run, or not at all).
         self._suspecting = False
@@ -185,6 +186,7 @@ class LiveDetector:
             self.passes += 1
             if suspecting:
                 self.deciding += cost
+                self.deciding_passes += 1
 
     def cost(self) -> dict[str, float | int]:
         """What the passes cost, for the trace's metadata (``live_detector``)."""
@@ -192,6 +194,7 @@ class LiveDetector:
         # over the recorded span alone would read above the cap the passes kept to.
         return {"seconds": round(self.spent, 4), "passes": self.passes, "share": self._share,
                 "deciding_seconds": round(self.deciding, 4),
+                "deciding_passes": self.deciding_passes,
                 "wall_seconds": round(time.perf_counter() - self._started, 3)}
 
     def _pass(self) -> Report | None:

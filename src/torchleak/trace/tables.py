@@ -311,7 +311,8 @@ META_KEYS: dict[str, str] = {
                             "censuses and holder walks) and the walks the run's events ask "
                             "for (epoch ends, hunts, the end)",
     "live_detector": "the live detector's passes: `seconds` of CPU, `passes`, "
-                     "`deciding_seconds` (those re-checking suspects, outside the cap) and "
+                     "`deciding_seconds` and `deciding_passes` (those re-checking suspects, "
+                     "outside the cap) and "
                      "the `share` of the process's wall time the others may take, and that "
                      "`wall_seconds` (start-up included) the share counts against",
     "probes_disabled": "probes switched off after a failure",
