@@ -23,21 +23,21 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).parent))
+
+from overhead import MODEL  # noqa: E402
+
+# overhead.py's tiny workload (needs ``device``).
+TINY_MODEL = "width, depth, batch = 128, 2, 64\n" + MODEL
+
 LOOP = '''
 import statistics, sys, time
 import torch
 from torch.optim.optimizer import _global_optimizer_post_hooks
 
-torch.manual_seed(0)
-torch.set_num_threads(1)
 rounds, device, block = int(sys.argv[1]), sys.argv[2], 200
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
-                            torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x = torch.randn(64, 64, device=device)
-y = torch.randint(0, 10, (64,), device=device)
-clock = time.perf_counter
+''' + TINY_MODEL + '''clock = time.perf_counter
 
 
 def step(parts):
@@ -77,17 +77,23 @@ print(f"step with the hook {1e6 * on:.1f} us, without {1e6 * off:.1f} us: ratio 
 '''
 
 
-def run(rounds: int, source: Path | None, device: str) -> str:
+def record(loop: str, args: list[str], source: Path | None = None) -> str:
+    """``loop`` run under ``torchleak run`` (``source``: another tree's ``src``); its
+    output."""
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / "loop.py"
-        script.write_text(LOOP)
+        script.write_text(loop)
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         if source is not None:
             env["PYTHONPATH"] = str(source)
         done = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
-                               str(Path(folder) / "run"), str(script), str(rounds), device],
+                               str(Path(folder) / "run"), str(script), *args],
                               env=env, cwd=folder, capture_output=True, text=True, check=True)
-        return done.stdout.strip().splitlines()[-1]
+        return done.stdout.strip()
+
+
+def run(rounds: int, source: Path | None, device: str) -> str:
+    return record(LOOP, [str(rounds), device], source).splitlines()[-1]
 
 
 def main() -> None:

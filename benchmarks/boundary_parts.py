@@ -14,11 +14,12 @@ and the same counter calls in a tight loop for comparison (CUDA only). The timer
 from __future__ import annotations
 
 import argparse
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from boundary_cost import TINY_MODEL, record  # noqa: E402
 
 LOOP = '''
 import statistics, sys, time
@@ -54,14 +55,7 @@ timed(torch.cuda, "memory_stats_as_nested_dict", "memory_stats_as_nested_dict")
 timed(torch.cuda, "mem_get_info", "mem_get_info")
 timed(trace_writer.TraceWriter, "add", "TraceWriter.add")
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
-torch.manual_seed(0)
-torch.set_num_threads(1)
-model = torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.ReLU(), torch.nn.Linear(128, 128),
-                            torch.nn.ReLU(), torch.nn.Linear(128, 10)).to(device)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-x = torch.randn(64, 64, device=device)
-y = torch.randint(0, 10, (64,), device=device)
-step_times = []
+''' + TINY_MODEL + '''step_times = []
 for _ in range(steps):
     start = clock()
     loss = torch.nn.functional.cross_entropy(model(x), y)
@@ -89,15 +83,7 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--steps", type=int, default=3000)
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        script = Path(folder) / "parts.py"
-        script.write_text(LOOP)
-        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-        done = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
-                               str(Path(folder) / "run"), str(script), args.device,
-                               str(args.steps)],
-                              env=env, cwd=folder, capture_output=True, text=True, check=True)
-        print(done.stdout.strip())
+    print(record(LOOP, [args.device, str(args.steps)]))
 
 
 if __name__ == "__main__":
