@@ -6,6 +6,7 @@ per-worker USS sees it. A real ``torchleak run`` in a subprocess: slow and memor
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -109,8 +110,25 @@ def _worker_leak(folder: Path, script: str) -> dict[str, Any]:
     """Record ``script``: it must be a leak with a worker_memory finding, returned."""
     proc, report = run_cli(folder, script, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    assert report is not None and report["verdict"] == "leak", (proc.stderr, report)
-    return next(f for f in report["findings"] if f["kind"] == "worker_memory")
+    found = [f for f in (report or {}).get("findings", []) if f["kind"] == "worker_memory"]
+    assert report is not None and report["verdict"] == "leak" and found, (
+        proc.stderr, report, _workers_seen(folder / "run" / "trace.sqlite"))
+    return found[0]
+
+
+def _workers_seen(trace: Path) -> str:
+    """What the trace holds of the workers, for a failure to explain itself: each sweep's
+    (step, workers read, summed USS in MiB), the loaders' holder details, the events."""
+    conn = sqlite3.connect(f"file:{trace}?mode=ro", uri=True)
+    try:
+        sweeps = conn.execute("SELECT step, COUNT(*), SUM(uss) >> 20 FROM process_samples "
+                              "WHERE role = 'worker' GROUP BY t ORDER BY t").fetchall()
+        loaders = conn.execute("SELECT DISTINCT holder, detail FROM holders "
+                               "WHERE kind = 'dataloader'").fetchall()
+        events = conn.execute("SELECT step, kind, source, message FROM events").fetchall()
+    finally:
+        conn.close()
+    return f"sweeps {sweeps}\nloaders {loaders}\nevents {events}"
 
 
 CACHING = _script("""
