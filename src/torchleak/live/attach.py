@@ -84,11 +84,11 @@ class FrameworkRun:
             return {}
         _step, rss, uss = recorder.latest
         out = {f"{PREFIX}main_rss_mib": rss / MIB, f"{PREFIX}main_uss_mib": uss / MIB}
-        workers = recorder.workers_uss
+        workers = recorder.facts.workers_uss
         if workers:
             out[f"{PREFIX}workers_uss_mib"] = workers / MIB
         out.update(_cuda_scalars())
-        census = recorder.latest_census
+        census = recorder.facts.latest_census
         if census is not None and census[0] != self._census_step:
             self._census_step = census[0]
             out[f"{PREFIX}tensors"] = float(census[1])
@@ -130,7 +130,7 @@ class FrameworkRun:
     def event(self, kind: str, message: str) -> None:
         recorder = self.monitor.recorder if self.monitor is not None else None
         if recorder is not None:
-            recorder.event(kind, self._where, message)
+            recorder.out.event(kind, self._where, message)
 
     def mark(self, name: str, value: object = None) -> None:
         recorder = self.monitor.recorder if self.monitor is not None else None

@@ -67,7 +67,7 @@ def start_control(recorder: Recorder, folder: Path, option: bool | None,
             server = None
             meta["reason"] = f"{type(err).__name__}: {err}"
     if server is None:
-        recorder.event("attach", "server", f"no control socket: {meta.get('reason')}")
+        recorder.out.event("attach", "server", f"no control socket: {meta.get('reason')}")
         if mode != "off" and say is not None:
             say(f"torchleak: attach is off for this run: no control socket at "
                 f"{folder / SOCKET_NAME} ({meta.get('reason')}); the training goes on")
@@ -340,7 +340,7 @@ class ControlServer:
                 "timeout": DEFAULT_TIMEOUT, "torch": self._recorder.torch_attached}
 
     def _log(self, source: str, message: str) -> None:
-        self._recorder.event("attach", source, message)
+        self._recorder.out.event("attach", source, message)
 
 
 class _ClientGone(Exception):

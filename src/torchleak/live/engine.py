@@ -259,7 +259,7 @@ class Monitor:
         self._detector.start()
         self._guard = Guard(GuardSettings(opts.guard, opts.guard_share, opts.guard_minutes),
                             limit[0], limit[1], recorder, str(self.folder),
-                            workers_uss=lambda: recorder.workers_uss,
+                            workers_uss=lambda: recorder.facts.workers_uss,
                             live_projection=self._projection, on_fire=self._on_guard,
                             counted=_cgroup_counter(found))
         self._guard.start()
@@ -333,7 +333,7 @@ class Monitor:
             self.recorder.writer.flush()
             return report
         except Exception as err:  # noqa: BLE001 - the trace is kept whatever happens here
-            self.recorder.event("analysis_failed", "analysis", f"{type(err).__name__}: {err}")
+            self.recorder.out.event("analysis_failed", "analysis", f"{type(err).__name__}: {err}")
             self.recorder.writer.flush()
             self.say(f"torchleak: analysis failed ({type(err).__name__}: {err}); the trace "
                      f"is kept at {self.trace}")
@@ -357,7 +357,7 @@ class Monitor:
                     callback(finding)
                 except Exception as err:  # noqa: BLE001 - a user callback never stops us
                     if self.recorder is not None:
-                        self.recorder.event("callback_failed", "on_leak",
+                        self.recorder.out.event("callback_failed", "on_leak",
                                             f"{type(err).__name__}: {err}")
         if self.options.quiet or not self.options.warnings:
             return
@@ -379,7 +379,7 @@ class Monitor:
 
     def _on_guard(self, event: GuardEvent) -> None:
         if self.recorder is not None:
-            self.recorder.event("guard", event.mode, f"{event.reason}: memory "
+            self.recorder.out.event("guard", event.mode, f"{event.reason}: memory "
                                 f"{format_bytes(event.memory_bytes)} of {event.limit_name} "
                                 f"{format_bytes(event.limit_bytes)}")
         if not self.options.quiet:

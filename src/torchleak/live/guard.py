@@ -171,8 +171,8 @@ class Guard:
                     event.actions.append(f"called {getattr(callback, '__qualname__', 'on_guard')}")
                 except Exception as err:  # noqa: BLE001 - a failing checkpoint is reported
                     event.actions.append(f"on_guard failed: {type(err).__name__}: {err}")
-                    self._recorder.event("guard", "on_guard", f"{type(err).__name__}: {err}")
-        self._recorder.event("guard", event.mode, ", ".join(event.actions))
+                    self._recorder.out.event("guard", "on_guard", f"{type(err).__name__}: {err}")
+        self._recorder.out.event("guard", event.mode, ", ".join(event.actions))
         if event.mode == "stop":
             event.actions.append("stopped")
             if self._stopper is not None:

@@ -22,6 +22,7 @@ from time import perf_counter
 from typing import Any, Protocol
 
 from torchleak.record.probes.cuda import CudaProbe, cuda_in_use, device_names
+from torchleak.record.schedule import NEVER
 from torchleak.record.probes.cuda_history import CudaHistory
 
 CHECK_EVERY = 64
@@ -32,10 +33,7 @@ READ_GAP_MAX = 0.05
 
 
 class CudaHost(Protocol):
-    """What the watch needs of the recorder."""
-
-    @property
-    def step(self) -> int: ...
+    """What the watch needs of the recording (its ``Outbox``)."""
 
     def allowed(self, probe: str) -> bool: ...
 
@@ -70,6 +68,10 @@ class CudaWatch:
         host = self._host
         host.safely("cuda", lambda: host.add_rows("cuda_samples",
                                                   self._probe.sample(step, now)))
+        if not host.allowed("cuda"):  # the counters failed: switched off, never asked again
+            self.live = False
+            self.next_step = NEVER
+            return
         if self.history.due(step):
             host.safely("cuda_history", self.save_history)
         took = perf_counter() - now
@@ -87,9 +89,9 @@ class CudaWatch:
         """The latest per-device reading, while CUDA is recorded."""
         return self._probe.latest if self._host.allowed("cuda") else None
 
-    def start_history(self) -> None:
+    def start_history(self, step: int) -> None:
         if self.live and self._host.allowed("cuda_history"):
-            self._host.safely("cuda_history", lambda: self.history.start(self._host.step))
+            self._host.safely("cuda_history", lambda: self.history.start(step))
 
     def save_history(self) -> None:
         if not self.history.recording:

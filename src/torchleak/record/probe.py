@@ -22,9 +22,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from torchleak.trace.tables import Table
+
+if TYPE_CHECKING:
+    from torchleak.record.facts import RecordingFacts
 
 
 @dataclass(frozen=True)
@@ -46,7 +49,7 @@ class ProbeContext:
     frame: FrameType | None  # the user's frame at the boundary (the training thread's)
     reason: str  # 'anchor' | 'schedule' | 'phase' | 'hunt' | 'confirm' | 'end' | 'request'
     emit: Callable[[Table, Sequence[Any]], None]
-    facts: Any  # the recorder's readings a probe may use (``RecorderFacts``)
+    facts: RecordingFacts  # the recording's readings a probe may use, and its notes
 
 
 class Probe:

@@ -9,6 +9,11 @@ torch probes in once the program has imported it.
 
 The recorder records and never judges: the live engine (``torchleak.live``) reads the
 trace, decides, and asks for work at the next boundary through ``request``.
+
+The recorder is the lifecycle and the boundary; the rest is one object each: where rows,
+events and failures go (``Outbox``, ``out``), what probes read of the recording
+(``RecordingFacts``, ``facts``), which probes run when (``ProbePlan``, ``plan``), the
+CUDA side (``CudaWatch``, ``cuda``), what makes a step (``StepSources``, ``sources``).
 """
 
 from __future__ import annotations
@@ -27,18 +32,18 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from torchleak.record.facts import RecordingFacts
 from torchleak.record.metadata import torch_metadata
+from torchleak.record.outbox import Outbox
 from torchleak.record.probe import Probe, ProbeContext
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
 from torchleak.record.schedule import NEVER, Scheduler
 from torchleak.record.steps import StepClock, StepSources
-from torchleak.trace.tables import Table
 from torchleak.trace.writer import TraceWriter
 from torchleak.vocab import RunStatus
 
 if TYPE_CHECKING:
     from torchleak.record.cuda_watch import CudaWatch
-    from torchleak.record.probes.heap import HeapSample
     from torchleak.record.plan import ProbePlan
     from torchleak.record.probes.holders import HolderSample
 
@@ -61,8 +66,8 @@ class Recorder:
         # after it has started (trace writer, SQLite connection, sampler and writer threads).
         self._main = MainMemoryProbe()
         self._uss_before = self._main.read()[1]
-        self.own_memory: dict[str, int] = {}
         self.writer = TraceWriter(trace_path, claim=claim, on_fault=self._writer_fault)
+        self.out = Outbox(self.writer, lambda: self.step)
         self.metadata = metadata
         self.clock = StepClock()
         self.scheduler = Scheduler(budget=budget)
@@ -70,14 +75,14 @@ class Recorder:
         self.epoch: int | None = None
         self.phase = "train"
         self.torch_attached = False
-        self._sampler = ChildSampler(self._emit_process, lambda: self.step,
-                                     emit_heap=self._emit_heap)
+        self._sampler = ChildSampler(self.out.process_sample, lambda: self.step,
+                                     emit_heap=self.out.heap_sample)
+        self.facts = RecordingFacts(self.out, self._main, self._sampler)
         self.plan: ProbePlan | None = None  # which expensive probes run when (once torch is in)
         self.cuda: CudaWatch | None = None  # once torch is in
         self._modes: Any = None
         self._loaders: Any = None
         self._hook: Any = None
-        self._disabled: set[str] = set()
         self._requests: collections.deque[Request] = collections.deque()
         self._last_boundary = time.perf_counter()
         self._collections_inside = 0.0  # full collections inside this boundary's probes (s)
@@ -88,11 +93,9 @@ class Recorder:
         self.wake: threading.Event | None = None
         # What makes a step: optimizer | manual | forward | time (docs/detection.md).
         self.sources = StepSources(self)
-        # The newest measurements, for framework loggers: (step, rss, uss) and
-        # (step, tensors, tensor bytes) of the latest census.
+        # The newest memory reading, for framework loggers and attach: (step, rss, uss).
         self.latest: tuple[int, int, int] | None = None
         self._memory_read_next = 0.0  # perf_counter from which the next boundary reads
-        self.latest_census: tuple[int, int, int] | None = None
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -108,8 +111,9 @@ class Recorder:
         os.register_at_fork(after_in_child=lambda: _forked(ref))
         self._last_boundary = time.perf_counter()
         self.scheduler.started = _process_start(self._last_boundary)
-        self.own_memory["start_bytes"] = max(0, self._main.read()[1] - self._uss_before)
-        self.writer.set_meta("own_memory", self.own_memory)
+        own = self.facts.own_memory
+        own["start_bytes"] = max(0, self._main.read()[1] - self._uss_before)
+        self.writer.set_meta("own_memory", own)
 
     def attach_torch(self) -> None:
         """Wire the torch probes in: the program has imported torch (never called before)."""
@@ -127,8 +131,8 @@ class Recorder:
 
         self.torch_attached = True
         self.plan = ProbePlan(self.scheduler, HolderWalk(), [p() for p in registered()],
-                              self._disabled)
-        self.cuda = CudaWatch(self, self.writer.path.parent)
+                              self.out.off)
+        self.cuda = self.facts.cuda = CudaWatch(self.out, self.writer.path.parent)
         self._modes = ModeWatcher(self.mark)
         self._modes.install()
         self._loaders = LoaderWatcher(self.mark)
@@ -163,16 +167,16 @@ class Recorder:
         if self.step > 0 and self.plan is not None:
             self.plan.end(self.step, self._run_probe)
         if self.cuda is not None:
-            self.safely("cuda_history", self.cuda.save_history)
+            self.out.safely("cuda_history", self.cuda.save_history)
         if self._sampler.error is not None:
-            self.event("probe_disabled", "process_sampler", self._sampler.error)
+            self.out.event("probe_disabled", "process_sampler", self._sampler.error)
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
                            "anchor_probe_seconds": round(self.scheduler.early_spent, 4),
                            "probe_costs": self.scheduler.summary(),
-                           "probes_disabled": sorted(self._disabled),
-                           "own_memory": self.own_memory}.items():
+                           "probes_disabled": sorted(self.out.off),
+                           "own_memory": self.facts.own_memory}.items():
             self.writer.set_meta(key, value)
         self.writer.stop_thread()
         self.writer.flush()
@@ -186,7 +190,7 @@ class Recorder:
         self._in_child = True
 
     def _writer_fault(self, reason: str) -> None:
-        self._disabled.add("trace")
+        self.out.off.add("trace")
         if self._on_fault is not None:
             self._on_fault(reason)
 
@@ -211,7 +215,7 @@ class Recorder:
             try:
                 action(frame)
             except Exception as err:  # noqa: BLE001 - BaseExceptions (a guard stop) go through
-                self.event("request_failed", "recorder", f"{type(err).__name__}: {err}")
+                self.out.event("request_failed", "recorder", f"{type(err).__name__}: {err}")
 
     def snapshot(self, frame: FrameType | None, reason: str) -> None:
         """A full holder walk and census now (and the CUDA allocator's history when the
@@ -221,12 +225,12 @@ class Recorder:
             for probe in self.plan.probes:
                 self._run_probe(probe, self.step, frame, reason)
         if self.cuda is not None and self.cuda.live:
-            self.safely("cuda_history", self.cuda.save_history)
+            self.out.safely("cuda_history", self.cuda.save_history)
 
     def start_cuda_history(self) -> None:
         """Record the CUDA allocator's history from now on (a CUDA finding was called)."""
         if self.cuda is not None:
-            self.cuda.start_history()
+            self.cuda.start_history(self.step)
 
     def walk_now(self, frame: FrameType | None) -> list[HolderSample]:
         """A holder walk whose samples are returned (and recorded): attach --walk, cleanup."""
@@ -235,8 +239,8 @@ class Recorder:
         if self.plan is None:
             return []
         samples = self.plan.walk.walker.walk(frame)
-        self.add_rows("holders", [holder_row(self.step, s) for s in samples])
-        self.add_rows("holder_walks", [(self.step, "full", "request", 0.0, len(samples))])
+        self.out.add_rows("holders", [holder_row(self.step, s) for s in samples])
+        self.out.add_rows("holder_walks", [(self.step, "full", "request", 0.0, len(samples))])
         return samples
 
     # step boundaries ---------------------------------------------------------------------
@@ -255,7 +259,7 @@ class Recorder:
             # probe: a frame object made at every step costs the step.
             self._measure(None, 3)
         except Exception as err:  # noqa: BLE001 - never raise into training
-            self._disable("recorder", err)
+            self.out.disable("recorder", err)
         if self._requests:
             self._serve_requests(sys._getframe(2))
 
@@ -272,7 +276,7 @@ class Recorder:
         try:
             self._measure(frame)
         except Exception as err:  # noqa: BLE001 - never raise into training
-            self._disable("recorder", err)
+            self.out.disable("recorder", err)
         if self._requests:
             self._serve_requests(frame)
 
@@ -319,14 +323,14 @@ class Recorder:
                    reason: str) -> None:
         """Every scheduled probe runs here: timed, its time charged to its share of the
         budget, its rows written, and switched off (reported) the first time it fails."""
-        if probe.name in self._disabled:
+        if probe.name in self.out.off:
             return
         full_collections = gc.get_stats()[2]["collections"]
         start = time.perf_counter()
         try:
-            probe.run(ProbeContext(step, frame, reason, self._emit, self))
+            probe.run(ProbeContext(step, frame, reason, self.out.emit, self.facts))
         except Exception as err:  # noqa: BLE001 - a failing probe is switched off, not raised
-            self._disable(probe.name, err)
+            self.out.disable(probe.name, err)
             return
         seconds = time.perf_counter() - start
         if gc.get_stats()[2]["collections"] != full_collections:
@@ -338,31 +342,7 @@ class Recorder:
             seconds = charged
         self.scheduler.ran(probe.name, step, seconds)
 
-    def _emit(self, table: Table, row: Any) -> None:
-        self.writer.add(table.name, row)
-
-    def add_rows(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        for row in rows:
-            self.writer.add(table, row)
-
-    # what probes may read and note (``ProbeContext.facts``) --------------------------------
-
-    def allowed(self, probe: str) -> bool:
-        return probe not in self._disabled
-
-    def uss(self) -> int:
-        return self._main.read()[1]
-
-    @property
-    def cuda_latest(self) -> dict[int, tuple[int, ...]] | None:
-        """The CUDA allocator's latest per-device reading, while CUDA is recorded."""
-        return self.cuda.latest if self.cuda is not None else None
-
-    def note_own_memory(self, key: str, nbytes: int) -> None:
-        if nbytes > self.own_memory.get(key, 0):
-            self.own_memory[key] = nbytes
-
-    # marks, events, failures ---------------------------------------------------------------
+    # marks ----------------------------------------------------------------------------------
     def mark(self, name: str, value: str | None = None) -> None:
         if self._in_child:
             return
@@ -376,48 +356,12 @@ class Recorder:
             self.phase = name[: -len("_start")]
         elif name.endswith("_end"):
             self.phase = "train"
-        self.add_rows("marks", [(self.step, time.time(), name, value)])
-
-    def set_meta(self, key: str, value: Any) -> None:
-        self.writer.set_meta(key, value)
-
-    def event(self, kind: str, source: str, message: str) -> None:
-        self.add_rows("events", [(time.time(), self.step, kind, source, message)])
-
-    def safely(self, probe: str, action: Callable[[], None]) -> None:
-        try:
-            action()
-        except Exception as err:  # noqa: BLE001 - a failing probe is switched off, not raised
-            self._disable(probe, err)
-
-    def _disable(self, probe: str, err: BaseException) -> None:
-        if probe == "cuda" and self.cuda is not None:
-            self.cuda.live = False
-        if probe not in self._disabled:
-            self._disabled.add(probe)
-            self.event("probe_disabled", probe, f"{type(err).__name__}: {err}")
+        self.writer.add("marks", (self.step, time.time(), name, value))
 
     @property
     def in_child(self) -> bool:
         """In a forked child (a DataLoader worker): never records."""
         return self._in_child
-
-    @property
-    def workers_uss(self) -> int:
-        """The DataLoader workers' summed USS at the sampler's latest sweep."""
-        return self._sampler.children_uss
-
-    @property
-    def disabled(self) -> frozenset[str]:
-        return frozenset(self._disabled)
-
-    def _emit_process(self, step: int, t: float, pid: int, role: str, rss: int, uss: int,
-                      pss: int) -> None:
-        self.writer.add("process_samples", (step, t, pid, role, rss, uss, pss))
-
-    def _emit_heap(self, step: int, t: float, sample: HeapSample) -> None:
-        self.writer.add("heap_samples", (step, t, sample.py_blocks, sample.malloc_in_use,
-                                         sample.malloc_free, sample.malloc_mmapped))
 
 
 def _forked(ref: weakref.ref[Recorder]) -> None:

@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 from torchleak.record import compiled_steps
 from torchleak.record.export_lift import ExportLift
+from torchleak.record.outbox import Outbox
 
 
 class BoundaryTarget(Protocol):
@@ -50,11 +51,10 @@ class BoundaryTarget(Protocol):
     @property
     def clock(self) -> StepClock: ...
 
+    @property
+    def out(self) -> Outbox: ...
+
     def boundary(self, frame: FrameType | None) -> None: ...
-
-    def event(self, kind: str, source: str, message: str) -> None: ...
-
-    def set_meta(self, key: str, value: Any) -> None: ...
 
 
 class StepClock:
@@ -321,9 +321,9 @@ class StepSources:
         if source != "time" and self._time is not None:
             self._time.stop()
         recorder = self._recorder
-        recorder.set_meta("step_definition", STEP_DEFINITIONS[source])
+        recorder.out.set_meta("step_definition", STEP_DEFINITIONS[source])
         if previous is not None:
-            recorder.event("step_source", source, f"steps counted by {source} from step "
+            recorder.out.event("step_source", source, f"steps counted by {source} from step "
                            f"{recorder.step + 1} (before: {previous})")
 
     def _compiled_step(self, key: int, frame: FrameType | None) -> None:
@@ -336,7 +336,7 @@ class StepSources:
             closes = recorder.clock.observe(key)
             if not self._compiled_seen:
                 self._compiled_seen = True
-                recorder.event("step_source", "optimizer", "optimizer steps inside "
+                recorder.out.event("step_source", "optimizer", "optimizer steps inside "
                                "torch.compile are counted at run time by torchleak's step "
                                f"operator ({compiled_steps.OP_NAME}) in the compiled code")
             if closes and self.current != "optimizer":
@@ -361,12 +361,12 @@ class StepSources:
             self.switch("time")
         if not self._dropped_said and compiled_steps.traced and not compiled_steps.counted:
             self._dropped_said = True  # the compiler may trace the step after sampling began
-            self._recorder.event("step_source", "time", "optimizer steps run inside "
+            self._recorder.out.event("step_source", "time", "optimizer steps run inside "
                                  "torch.compile and the compiled code never made torchleak's "
                                  "step call: steps are time samples")
         try:
             self._recorder.boundary(frame)
         except BaseException:  # noqa: BLE001 - a guard stop needs the loop's own thread
-            self._recorder.event("guard", "time_steps", "not stopped: a run with no step "
+            self._recorder.out.event("guard", "time_steps", "not stopped: a run with no step "
                                  "boundaries cannot be ended cleanly (add "
                                  "torchleak.watch().step() to the loop)")
