@@ -22,6 +22,7 @@ from torchleak.views.renderers.details import overhead_text
 
 STEPS = 300
 MAX_STEPS = 3000  # a leaky loop trains on (up to here) until its suspect is re-checked
+CAPPED_STEPS = 30_000  # a loop that never waits: long enough for a few capped passes
 Until = Callable[[LiveDetector, int], bool]
 
 
@@ -114,3 +115,29 @@ def test_the_cost_line_says_what_the_live_detector_took(tmp_path: Path) -> None:
     assert (f"live detector {costs['live_seconds']:.3g} s of CPU in {cost['passes']} passes"
             in text), text
     assert "re-checking suspects, the rest" in text and "cap 3%" in text
+
+
+def test_the_share_printed_is_never_over_the_cap(tmp_path: Path) -> None:
+    """A fast loop that never waits: the cap binds, and the capped passes' CPU over the
+    wall time (what the cost line prints) stays within it, the last pass included."""
+    monitor = Monitor(MonitorOptions(out=tmp_path, name="cap", quiet=True, budget=0.01))
+    monitor.start()
+    detector = monitor._detector
+    assert detector is not None
+    detector._started = time.perf_counter()  # as in a fresh process: the share counts from here
+    try:
+        model = torch.nn.Linear(8, 8)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(CAPPED_STEPS):  # until the cap has let a few passes through
+            loss = model(torch.randn(4, 8)).pow(2).mean()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            if detector.passes >= 4:
+                break
+    finally:
+        monitor.stop("finished", 0, analyse=False)
+    with open_trace(tmp_path / "trace.sqlite") as opened:
+        costs = overhead(load(opened.conn))
+    assert costs["live_passes"] >= 4, costs
+    assert costs["live_share"] <= costs["live_cap"], costs

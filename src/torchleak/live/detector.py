@@ -43,6 +43,7 @@ SHARE = 0.003
 # The passes, step-driven ones included and those re-checking a suspect aside, may take
 # this many overhead budgets of the process's wall time in CPU time.
 LIVE_BUDGETS = 3.0
+NEXT_PASS = 1.5  # the next capped pass costs at most this many times the latest one
 TICK = 0.05  # how often the detector looks at the step count (a few microseconds each)
 # Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
 # warned about while it is still early, not two seconds (thousands of steps) later.
@@ -89,6 +90,7 @@ class LiveDetector:
         self.deciding = 0.0  # ... of those that ran while a finding was suspected
         self.passes = 0
         self.deciding_passes = 0
+        self._last_capped = 0.0  # CPU seconds of the latest pass the share held
         # A serious finding not called yet: its passes decide a live call and are not held
         # by the share (a late leak's call comes near the end of a short run, or not at all).
         self._suspecting = False
@@ -158,9 +160,12 @@ class LiveDetector:
             due = time.perf_counter() + max(self._min_interval, (self.spent - spent) / SHARE)
 
     def _affordable_at(self) -> float:
-        """When the capped passes' CPU so far is within the share of the process's wall
-        time (the passes that decide a call are outside it)."""
-        return self._started + (self.spent - self.deciding) / self._share
+        """When the capped passes' CPU so far, and the next one's, are within the share of
+        the process's wall time: the share printed at the end is never over the cap it
+        states (the passes that decide a call are outside it). The next pass is taken as
+        NEXT_PASS times the latest: passes grow with the run."""
+        return self._started + (self.spent - self.deciding
+                                + NEXT_PASS * self._last_capped) / self._share
 
     def _arm(self, early: list[int]) -> None:
         steps = [s for s in (early[0] if early else None, self._recheck_at) if s is not None]
@@ -187,6 +192,8 @@ class LiveDetector:
             if suspecting:
                 self.deciding += cost
                 self.deciding_passes += 1
+            else:
+                self._last_capped = cost
 
     def cost(self) -> dict[str, float | int]:
         """What the passes cost, for the trace's metadata (``live_detector``)."""
