@@ -25,7 +25,7 @@ class RecordingFacts:
         self._sampler = sampler
         self.cuda: CudaWatch | None = None  # once the program has imported torch
         self.own_memory: dict[str, int] = {}  # torchleak's own bytes, by what holds them
-        # (step, tensors, tensor bytes) of the latest census, for framework loggers.
+        # (step, tensors, tensor bytes) of the latest census, for `torchleak attach`.
         self.latest_census: tuple[int, int, int] | None = None
 
     def allowed(self, probe: str) -> bool:

@@ -67,7 +67,3 @@ class Outbox:
         if part not in self.off:
             self.off.add(part)
             self.event("probe_disabled", part, f"{type(err).__name__}: {err}")
-
-    @property
-    def disabled(self) -> frozenset[str]:
-        return frozenset(self.off)
