@@ -3,7 +3,10 @@ back exactly: the same keys in the same order, the program's own hooks untouched
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+from recordkit import run_python, write_script
 from torch.nn.modules import module as nn_module
 
 from torchleak.record.export_lift import ExportLift
@@ -30,13 +33,55 @@ def test_lifted_hooks_come_back_under_their_keys_in_their_order() -> None:
             handle.remove()
 
 
-def test_export_is_wrapped_while_installed_and_torchs_own_after() -> None:
-    original = torch.export.export
+def test_the_export_tracer_is_wrapped_while_installed_and_torchs_own_after() -> None:
+    import torch.export._trace as trace
+
+    original = trace._export
     lift = ExportLift(lambda: [])
     lift.install()
     try:
-        assert torch.export.export is not original
-        assert torch.export.export.__wrapped__ is original  # type: ignore[attr-defined]
+        assert trace._export is not original
+        assert trace._export.__wrapped__ is original  # type: ignore[attr-defined]
+        assert torch.export.export is original_export  # torch's own entry point untouched
     finally:
         lift.uninstall()
-    assert torch.export.export is original
+    assert trace._export is original
+
+
+original_export = torch.export.export
+
+# ``export`` imported before recording begins, when torch has not loaded its export tracer
+# yet: a strict export inside the recording gives the program the same graph as without.
+EXPORT_IMPORTED_FIRST = """
+    import contextlib
+    import sys
+
+    import torch
+    from torch.export import export
+
+    import torchleak
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    recorded = sys.argv[1] == "recorded"
+    with torchleak.monitor(out="run", quiet=True) if recorded else contextlib.nullcontext():
+        print("tracer loaded before:", "torch.export._trace" in sys.modules)
+        program = export(model, (torch.randn(2, 4),), strict=True)
+        print(sorted({str(n.target) for n in program.graph.nodes if n.op == "call_function"}))
+        with torch.no_grad():
+            for _ in range(20):
+                model(torch.randn(2, 4))
+    print("finders left:", sum("WrapOnLoad" in type(f).__name__ for f in sys.meta_path))
+    print("tracer is torch's:", "torchleak" not in torch.export._trace._export.__code__.co_filename)
+"""
+
+
+def test_an_export_imported_before_recording_began_sees_no_torchleak(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "export_first.py", EXPORT_IMPORTED_FIRST)
+    plain = run_python([script.name, "plain"], cwd=tmp_path, timeout=300)
+    recorded = run_python([script.name, "recorded"], cwd=tmp_path, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    assert recorded.stdout == plain.stdout
+    assert "tracer loaded before: False" in recorded.stdout  # the path through the finder
+    assert "aten.relu.default" in recorded.stdout
+    assert "finders left: 0" in recorded.stdout and "tracer is torch's: True" in recorded.stdout

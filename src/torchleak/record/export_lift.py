@@ -4,53 +4,85 @@ While no optimizer step has been seen, torchleak keeps two global module hooks
 (``steps.ForwardSteps``). A strict ``torch.export.export`` fails while any global module
 hook exists ("Attempted to inline function marked as skipped: ModuleToTrace.forward", the
 same with a hook of the program's own), so an export script, or a training script that
-exports before its first step, would fail only when recorded. ``torch.export.export`` is
-wrapped so that our two hooks are lifted out of torch's hook tables for the call and put
-back after, under the same keys in the same order (a compiled module's guards see the
-tables as they were: no recompile). The program's own hooks stay. An export is no step.
+exports before its first step, would fail only when recorded. Every export goes through
+``torch.export._trace._export``, looked up at each call (``export``, ``draft_export``, the
+older ``torch._export`` entry points), so that is what is wrapped: an ``export`` the program
+imported before recording began is covered too. The wrapper lifts our two hooks out of
+torch's hook tables for the call and puts them back after, under the same keys in the same
+order (a compiled module's guards see the tables as they were: no recompile). The
+program's own hooks stay. An export is no step.
+
+``torch.export._trace`` takes a second to import, so it is never imported for this: when
+it is not loaded yet, a finder on ``sys.meta_path`` wraps it as it loads.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.abc
+import importlib.machinery
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from types import ModuleType
 from typing import Any
 
 # The handles of the hooks to lift (torch's RemovableHandle: ``id``, ``hooks_dict_ref``).
 Handles = Callable[[], list[Any]]
 
+TRACE_MODULE = "torch.export._trace"
+TRACE_FUNCTION = "_export"
+
 
 class ExportLift:
     def __init__(self, handles: Handles) -> None:
         self._handles = handles
-        self._wrapped: tuple[Any, Any, Any] | None = None  # module, original, wrapper
+        self._wrapped: tuple[ModuleType, Any, Any] | None = None  # module, original, wrapper
+        self._finder: _WrapOnLoad | None = None
 
     def install(self) -> None:
-        """Wrap ``torch.export.export`` where torch has loaded it (never imports it)."""
-        module = sys.modules.get("torch.export")
-        original = getattr(module, "export", None)
-        if original is None or self._wrapped is not None:
+        """Wrap torch's export tracer now if loaded, else as soon as it loads."""
+        if self._wrapped is not None or self._finder is not None:
             return
-        lifted = self.lifted
-
-        @functools.wraps(original)
-        def export(*args: Any, **kwargs: Any) -> Any:
-            with lifted():
-                return original(*args, **kwargs)
-
-        module.export = export  # type: ignore[union-attr]
-        self._wrapped = (module, original, export)
+        module = sys.modules.get(TRACE_MODULE)
+        if module is not None:
+            self._wrap(module)
+        elif "torch" in sys.modules:
+            self._finder = _WrapOnLoad(TRACE_MODULE, self._loaded)
+            sys.meta_path.insert(0, self._finder)
 
     def uninstall(self) -> None:
         """Put torch's own back, unless someone wrapped ours since (theirs stays)."""
+        self._drop_finder()
         if self._wrapped is None:
             return
         module, original, wrapper = self._wrapped
         self._wrapped = None
-        if getattr(module, "export", None) is wrapper:
-            module.export = original
+        if getattr(module, TRACE_FUNCTION, None) is wrapper:
+            setattr(module, TRACE_FUNCTION, original)
+
+    def _loaded(self, module: ModuleType) -> None:
+        self._drop_finder()
+        self._wrap(module)
+
+    def _drop_finder(self) -> None:
+        finder, self._finder = self._finder, None
+        if finder is not None and finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+    def _wrap(self, module: ModuleType) -> None:
+        original = getattr(module, TRACE_FUNCTION, None)
+        if original is None:
+            return
+        lifted = self.lifted
+
+        @functools.wraps(original)
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            with lifted():
+                return original(*args, **kwargs)
+
+        setattr(module, TRACE_FUNCTION, traced)
+        self._wrapped = (module, original, traced)
 
     @contextmanager
     def lifted(self) -> Iterator[None]:
@@ -69,3 +101,40 @@ class ExportLift:
                     ordered = sorted(hooks.items())
                     hooks.clear()
                     hooks.update(ordered)
+
+
+class _WrapOnLoad(importlib.abc.MetaPathFinder):
+    """Finds one module the way the finders after it would, and hands it to ``loaded``
+    once its code has run (before the import statement that loaded it returns)."""
+
+    def __init__(self, name: str, loaded: Callable[[ModuleType], None]) -> None:
+        self._name = name
+        self._loaded = loaded
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self._name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                break
+        else:
+            return None
+        loader = spec.loader
+        exec_module = getattr(loader, "exec_module", None)
+        if exec_module is None:
+            return spec
+        loaded = self._loaded
+
+        def exec_then_hand_over(module: ModuleType) -> None:
+            exec_module(module)
+            try:
+                loaded(module)
+            except Exception:  # noqa: BLE001 - never raise into the program's import
+                pass
+
+        loader.exec_module = exec_then_hand_over  # type: ignore[union-attr]
+        return spec
