@@ -71,6 +71,7 @@ class FakeAllocator:
 
     def __init__(self) -> None:
         self.steps = 0
+        self.reads = 0  # counter reads, each one call of memory_stats_as_nested_dict
         self._hook = register_optimizer_step_post_hook(self._count)
 
     def _count(self, optimizer: object, args: object, kwargs: object) -> None:
@@ -81,12 +82,13 @@ class FakeAllocator:
 
     def memory_stats(self, device: int) -> dict[str, object]:
         """``memory_stats_as_nested_dict``'s shape: counter, pool, then current or peak."""
+        self.reads += 1
         allocated = 100 * MB + self.steps * MB
         return {
             "allocated_bytes": {"all": {"current": allocated, "peak": allocated}},
             "reserved_bytes": {"all": {"current": 512 * MB, "peak": 512 * MB}},
             "active_bytes": {"all": {"current": allocated}},
-            "inactive_split_bytes": {"all": {"current": 3 * MB}},
+            "inactive_split_bytes": {"all": {"current": 3 * MB + self.steps}},
             "num_alloc_retries": 0,
             "num_ooms": 0,
         }
@@ -119,8 +121,14 @@ def test_cuda_columns_fill_from_the_allocator(tmp_path: Path, monkeypatch: pytes
     steps = [r[0] for r in rows]
     assert steps[0] == 1 and len(steps) >= 3 and steps == sorted(set(steps))
     assert [r[1] for r in rows] == [100 * MB + step * MB for step in steps]
-    assert {r[2] for r in rows} == {512 * MB} and {r[3] for r in rows} == {3 * MB}
-    assert {r[4] for r in rows} == {80_000 * MB}
+    # Every counter is that sample's own (fragmentation moves here every step) ...
+    assert {r[2] for r in rows} == {512 * MB}
+    assert [r[3] for r in rows] == [3 * MB + step for step in steps]
+    # ... the driver's total only where it was asked (the first sample, then once a second).
+    assert rows[0][4] == 80_000 * MB and {r[4] for r in rows} <= {80_000 * MB, None}
+    # One read of the counters a sample (the device list made from it at full samples),
+    # and one for the device names in the run's metadata.
+    assert fake.reads == len(rows) + 1
     # The view gives every step the latest reading at or before it, never USS between.
     view = conn.execute("SELECT step, allocated, reserved FROM torch_trace ORDER BY step").fetchall()
     assert len(view) == 300

@@ -123,8 +123,9 @@ CUDA_SAMPLES = Table("cuda_samples", "sampled step x device", "Only once the scr
                      "itself initialised CUDA, and only for the devices it uses. Every step "
                      "of a slow loop; a fast loop's every few steps (a read is followed by "
                      "200 times its own time without one, at most 50 ms), and every step "
-                     "that runs a probe. `allocated` and `reserved` at each; the others "
-                     "(and the device list) at most once a second, repeated between.", (
+                     "that runs a probe. The allocator's counters at each; the driver's "
+                     "`free` and `total` (and the device list) at most once a second, NULL "
+                     "between.", (
     Column("step", "INTEGER NOT NULL"),
     Column("device", "INTEGER NOT NULL"),
     Column("allocated", "INTEGER"),
@@ -135,8 +136,8 @@ CUDA_SAMPLES = Table("cuda_samples", "sampled step x device", "Only once the scr
     Column("peak_reserved", "INTEGER"),
     Column("num_alloc_retries", "INTEGER"),
     Column("num_ooms", "INTEGER"),
-    Column("free", "INTEGER", "`cudaMemGetInfo` free"),
-    Column("total", "INTEGER", "`cudaMemGetInfo` total"),
+    Column("free", "INTEGER", "`cudaMemGetInfo` free (NULL between full samples)"),
+    Column("total", "INTEGER", "`cudaMemGetInfo` total (NULL between full samples)"),
 ), constraints=("PRIMARY KEY (step, device)",))
 
 CENSUS = Table("census", "census step", "Every live tensor found through gc, at "

@@ -2,14 +2,15 @@
 
 We never create a CUDA context (several hundred MB per device per process): nothing is
 read before the program has initialised CUDA, and only devices where the program has
-memory (or its current device) are probed. A sample reads the two counters a leak
-needs (allocated, reserved) from one call for the allocator's counters, nested as the
-allocator keeps them (``memory_stats`` flattens the same dict into ~200 keys in Python:
-84 against 11 us a call on an H200's host, in a tight loop); the device list, the
-driver's free/total and the fragmentation counters at most every ``FULL_SECONDS``
-(``mem_get_info`` ~95 us in place on an H100's host, the device list ~290 us when it asked
-``memory_reserved``, which flattens). Nothing here synchronises a stream: these are
-host-side counters. When samples are taken is the watch's (``cuda_watch``).
+memory (or its current device) are probed. A sample reads the allocator's counters from
+one call, nested as the allocator keeps them (``memory_stats`` flattens the same dict into
+~200 keys in Python: 84 against 11 us a call on an H200's host, in a tight loop), and takes
+every counter a finding reads from that one dict. The device list and the driver's
+free/total come at most every ``FULL_SECONDS`` (``mem_get_info`` ~95 us in place on an
+H100's host); between, free/total are NULL (not measured), never copies. A full sample
+reads each device's counters once (the device list is made from the same read). Nothing
+here synchronises a stream: these are host-side counters. When samples are taken is the
+watch's (``cuda_watch``).
 """
 
 from __future__ import annotations
@@ -41,27 +42,26 @@ def cuda_in_use() -> bool:
         return False
 
 
-def used_devices() -> list[int]:
-    """Devices the program has memory on, plus its current device."""
-    devices = {torch.cuda.current_device()}
+def used_devices() -> dict[int, dict[str, Any]]:
+    """Devices the program has memory on, plus its current device, in order, each with
+    the allocator's counters read to tell."""
+    current = torch.cuda.current_device()
+    found = {}
     for device in range(torch.cuda.device_count()):
         # The allocator's counters are host-side: reading them creates no context.
         stats = torch.cuda.memory_stats_as_nested_dict(device)
-        if _counter(stats, _CURRENT[1]) > 0:
-            devices.add(device)
-    return sorted(devices)
+        if device == current or _counter(stats, _CURRENT[1]) > 0:
+            found[device] = stats
+    return found
 
 
 class CudaProbe:
-    """One row per used device a sample: allocated and reserved each time; active,
-    inactive_split, peaks, retries, OOMs and the driver's free/total (and which devices are
-    used) at most every ``FULL_SECONDS`` (copied from the last full sample between)."""
+    """One row per used device a sample: the allocator's counters each time; the driver's
+    free/total (and which devices are used) at most every ``FULL_SECONDS``, NULL between."""
 
     def __init__(self) -> None:
         self._devices: list[int] = []
-        self._last: dict[int, tuple[Any, ...]] = {}
         self._full_next = 0.0  # perf_counter time of the next full sample
-        self.totals: dict[int, int] = {}
         self.latest: dict[int, tuple[int, ...]] = {}  # (allocated, reserved) at the last sample
 
     def sample(self, step: int, now: float) -> list[tuple[Any, ...]]:
@@ -71,18 +71,21 @@ class CudaProbe:
         full = now >= self._full_next or not self._devices
         if full:
             self._full_next = now + FULL_SECONDS
-            self._devices = used_devices()
+            read = used_devices()
+            self._devices = list(read)
+        else:
+            read = {device: torch.cuda.memory_stats_as_nested_dict(device)
+                    for device in self._devices}
         rows = []
-        for device in self._devices:
-            stats = torch.cuda.memory_stats_as_nested_dict(device)
+        for device, stats in read.items():
             current = tuple(_counter(stats, path) for path in _CURRENT)
             self.latest[device] = current
-            if full or device not in self._last:
+            driver: tuple[int | None, int | None] = (None, None)
+            if full:
                 free, total = torch.cuda.mem_get_info(device)
-                self.totals[device] = int(total)
-                self._last[device] = (*(_counter(stats, path) for path in _FULL),
-                                      int(free), int(total))
-            rows.append((step, device, *current, *self._last[device]))
+                driver = (int(free), int(total))
+            rows.append((step, device, *current, *(_counter(stats, path) for path in _FULL),
+                         *driver))
         return rows
 
 
