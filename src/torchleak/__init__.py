@@ -7,7 +7,7 @@ or not a monitor is active, and cost nothing when none is.
 from __future__ import annotations
 
 from torchleak.api import cleanup, mark, monitor, on_guard, on_leak, watch
+from torchleak.version import __version__
 
-__all__ = ["cleanup", "mark", "monitor", "on_guard", "on_leak", "watch"]
-__version__ = "0.2.0"
+__all__ = ["__version__", "cleanup", "mark", "monitor", "on_guard", "on_leak", "watch"]
 

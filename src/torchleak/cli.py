@@ -52,7 +52,7 @@ class _Version(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: object, option_string: str | None = None) -> None:
-        from torchleak import __version__
+        from torchleak.version import __version__
 
         parser.exit(0, f"torchleak {__version__}\n")
 

@@ -9,13 +9,17 @@ a boundary or a thread has just measured; the notes are what the end of the run 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from torchleak.record.outbox import Outbox
 from torchleak.record.probes.process import ChildSampler, MainMemoryProbe
 
-if TYPE_CHECKING:
-    from torchleak.record.cuda_watch import CudaWatch
+
+class CudaReadings(Protocol):
+    """What the facts read of the CUDA watch (``cuda_watch.CudaWatch``)."""
+
+    @property
+    def latest(self) -> dict[int, tuple[int, ...]] | None: ...
 
 
 class RecordingFacts:
@@ -23,7 +27,7 @@ class RecordingFacts:
         self._outbox = outbox
         self._main = main
         self._sampler = sampler
-        self.cuda: CudaWatch | None = None  # once the program has imported torch
+        self.cuda: CudaReadings | None = None  # once the program has imported torch
         self.own_memory: dict[str, int] = {}  # torchleak's own bytes, by what holds them
         # (step, tensors, tensor bytes) of the latest census, for `torchleak attach`.
         self.latest_census: tuple[int, int, int] | None = None

@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from torchleak import __version__
+from torchleak.version import __version__
 
 
 def cgroup_memory_limit() -> int | None:
