@@ -204,6 +204,52 @@ def test_variables_set_before_the_scripts_import_of_torch_hold(runs: RunPool) ->
     assert recorded.proc.stdout == plain.stdout
 
 
+# Objects the script keeps to its end are finalised at exit as under python: their
+# ``__del__`` runs, with the script's globals still there (its module frozen out of the
+# collector's sight, or kept alive by a cache of ours, it never ran, or ran with every
+# global set to None). One script without steps, one that trains (the probes ran).
+AT_EXIT = """
+    import sys
+
+    import torch
+
+
+    class Closing:
+        def __del__(self):
+            sys.stdout.write(f"closed {NAME}\\n")
+
+
+    NAME = "log"
+    kept = Closing()
+    if sys.argv[1:] == ["train"]:
+        model = torch.nn.Linear(8, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(60):
+            loss = model(torch.randn(4, 8)).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    print("end of script")
+"""
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["no steps", "training"])
+def test_objects_kept_to_the_end_are_finalised_at_exit_as_under_python(
+        tmp_path: Path, train: bool) -> None:
+    script = write_script(tmp_path, "at_exit.py", AT_EXIT)
+    args = ["train"] if train else []
+    # Unbuffered, as at a terminal: what a finaliser writes to a block-buffered pipe that
+    # late depends on CPython's order of teardown (python itself loses it in some scripts).
+    env = {"PYTHONUNBUFFERED": "1"}
+    plain = run_python([script.name, *args], cwd=tmp_path, env=env)
+    recorded = run_torchleak(["run", "--quiet", "--out", str(tmp_path / "run"), script.name,
+                              *args], cwd=tmp_path, env=env)
+    assert plain.stdout == "end of script\nclosed log\n", plain.stderr
+    assert recorded.stdout == plain.stdout
+    assert recorded.stderr == plain.stderr == ""
+    assert recorded.returncode == plain.returncode == 0
+
+
 @prefetch
 def cycles(folder: Path) -> tuple[subprocess.CompletedProcess[str], Recorded]:
     return plain_then_recorded(folder, "cycles.py", CYCLES, ("--quiet",))

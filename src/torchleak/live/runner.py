@@ -9,6 +9,7 @@ once torchleak has closed its trace.
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import gc
 import importlib.machinery
@@ -118,9 +119,12 @@ def freeze_startup_objects() -> None:
     under python. The limit: those it made before that line are frozen too, so one that
     later becomes garbage inside a reference cycle stays (freed by reference count it goes
     as usual); what a script makes above that line is almost always module-level state
-    kept to its end."""
+    kept to its end. At exit everything frozen is put back in sight (the last ``atexit``
+    call), so the script's module and what it keeps are finalised as under python
+    (frozen, an object's ``__del__`` at exit never ran)."""
     _collect_then_freeze()
     when_torch_imported(_collect_then_freeze)
+    atexit.register(gc.unfreeze)
 
 
 def _collect_then_freeze() -> None:

@@ -9,6 +9,7 @@ import re
 import sys
 import sysconfig
 import tempfile
+import weakref
 from collections.abc import Callable
 from types import FrameType, ModuleType
 
@@ -82,7 +83,10 @@ def owner_frames(frame: FrameType | None, is_user_class: Callable[[type], bool]
     return frames
 
 
-_modules_cache: tuple[int, list[tuple[str, ModuleType]]] = (-1, [])
+# Weak references: a module we cached must die when the program lets it go (at exit the
+# script's module, kept alive by us, had its globals set to None before its objects'
+# ``__del__`` ran, where under python they run with the globals intact).
+_modules_cache: tuple[int, list[tuple[str, weakref.ref[ModuleType]]]] = (-1, [])
 
 
 def user_modules() -> list[tuple[str, ModuleType]]:
@@ -93,8 +97,10 @@ def user_modules() -> list[tuple[str, ModuleType]]:
     global _modules_cache
     count = len(sys.modules)
     if _modules_cache[0] != count:
-        _modules_cache = (count, _scan_user_modules())
-    return _modules_cache[1]
+        _modules_cache = (count, [(name, weakref.ref(module))
+                                  for name, module in _scan_user_modules()])
+    return [(name, module) for name, ref in _modules_cache[1]
+            if (module := ref()) is not None]
 
 
 def _scan_user_modules() -> list[tuple[str, ModuleType]]:
