@@ -54,6 +54,7 @@ original_export = torch.export.export
 # yet: a strict export inside the recording gives the program the same graph as without.
 EXPORT_IMPORTED_FIRST = """
     import contextlib
+    import gc
     import sys
 
     import torch
@@ -72,6 +73,10 @@ EXPORT_IMPORTED_FIRST = """
                 model(torch.randn(2, 4))
     print("finders left:", sum("WrapOnLoad" in type(f).__name__ for f in sys.meta_path))
     print("tracer is torch's:", "torchleak" not in torch.export._trace._export.__code__.co_filename)
+    # torch's loader as it was, and nothing of the recording kept alive by it.
+    print("loader patched:", "exec_module" in vars(torch.export._trace.__spec__.loader))
+    gc.collect()
+    print("recorders alive:", sum(type(o).__name__ == "Recorder" for o in gc.get_objects()))
 """
 
 
@@ -85,3 +90,51 @@ def test_an_export_imported_before_recording_began_sees_no_torchleak(tmp_path: P
     assert "tracer loaded before: False" in recorded.stdout  # the path through the finder
     assert "aten.relu.default" in recorded.stdout
     assert "finders left: 0" in recorded.stdout and "tracer is torch's: True" in recorded.stdout
+    assert "loader patched: False" in recorded.stdout and "recorders alive: 0" in recorded.stdout
+
+
+# A module that took its own name for the tracer as it loaded (``draft_export``'s), loaded
+# before recording began; then, with our hooks kept since an export made a graph, training
+# steps: the hooks go at the first optimizer step as under no export (an export's graphs
+# saw no hook of ours), and a compiled module warns of no global hook under ``-W error``.
+DRAFT_FIRST = """
+    import contextlib
+    import sys
+    import warnings
+
+    import torch
+
+    import torchleak
+
+    model = torch.nn.Linear(4, 3)
+    x = torch.randn(2, 4)
+    torch.export.draft_export(model, (x,), strict=True)
+    recorded = sys.argv[1] == "recorded"
+    with torchleak.monitor(out="run", quiet=True) if recorded else contextlib.nullcontext():
+        torch.export.draft_export(model, (x,), strict=True)
+        torch.export.export(model, (x,), strict=True)
+        print("drafted and exported")
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            model(x).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        print("global hooks:", len(torch.nn.modules.module._global_forward_hooks))
+        warnings.simplefilter("error")
+        compiled = torch.compile(torch.nn.Linear(4, 3), backend="eager")
+        print("compiled:", tuple(compiled(x).shape))
+    draft = sys.modules["torch.export._draft_export"]._export
+    print("draft's tracer is torch's:", "torchleak" not in draft.__code__.co_filename)
+"""
+
+
+def test_a_tracer_bound_before_recording_and_an_exports_graphs_see_no_torchleak(
+        tmp_path: Path) -> None:
+    script = write_script(tmp_path, "draft_first.py", DRAFT_FIRST)
+    plain = run_python([script.name, "plain"], cwd=tmp_path, timeout=300)
+    recorded = run_python([script.name, "recorded"], cwd=tmp_path, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    assert recorded.returncode == 0, recorded.stderr[-3000:]
+    assert recorded.stdout == plain.stdout
+    assert "global hooks: 0" in recorded.stdout and "compiled: (2, 3)" in recorded.stdout
+    assert "draft's tracer is torch's: True" in recorded.stdout

@@ -145,3 +145,13 @@ def user_frame(frame: FrameType | None) -> FrameType | None:
             return found
         found = found.f_back
     return frame
+
+
+def unique_graphs() -> int:
+    """The graphs dynamo has made in this process so far (never imports dynamo)."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    counters = getattr(utils, "counters", None)
+    try:
+        return int(counters["stats"]["unique_graphs"]) if counters else 0
+    except Exception:  # noqa: BLE001 - another torch's counters
+        return 0

@@ -13,7 +13,12 @@ order (a compiled module's guards see the tables as they were: no recompile). Th
 program's own hooks stay. An export is no step.
 
 ``torch.export._trace`` takes a second to import, so it is never imported for this: when
-it is not loaded yet, a finder on ``sys.meta_path`` wraps it as it loads.
+it is not loaded yet, a finder on ``sys.meta_path`` wraps it as it loads. A module that
+took its own name for the tracer when it loaded (``torch.export._draft_export``) has that
+name swapped too, both ways. The wrapper reaches the lift through a weak reference: one
+left somewhere after the recording calls torch's tracer, and keeps nothing of ours alive.
+The graphs dynamo makes inside an export are counted (``graphs_made``): they are no
+compiled code whose guards saw our hooks.
 """
 
 from __future__ import annotations
@@ -22,16 +27,21 @@ import functools
 import importlib.abc
 import importlib.machinery
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from types import ModuleType
 from typing import Any
+
+from torchleak.record.compiled_steps import unique_graphs
 
 # The handles of the hooks to lift (torch's RemovableHandle: ``id``, ``hooks_dict_ref``).
 Handles = Callable[[], list[Any]]
 
 TRACE_MODULE = "torch.export._trace"
 TRACE_FUNCTION = "_export"
+# Modules that may hold their own name for the tracer (bound when they loaded).
+BINDERS = ("torch.export.", "torch._export")
 
 
 class ExportLift:
@@ -39,6 +49,7 @@ class ExportLift:
         self._handles = handles
         self._wrapped: tuple[ModuleType, Any, Any] | None = None  # module, original, wrapper
         self._finder: _WrapOnLoad | None = None
+        self.graphs_made = 0  # dynamo graphs made inside exports
 
     def install(self) -> None:
         """Wrap torch's export tracer now if loaded, else as soon as it loads."""
@@ -52,14 +63,14 @@ class ExportLift:
             sys.meta_path.insert(0, self._finder)
 
     def uninstall(self) -> None:
-        """Put torch's own back, unless someone wrapped ours since (theirs stays)."""
+        """Put torch's own back wherever ours is, unless someone wrapped ours since
+        (theirs stays)."""
         self._drop_finder()
         if self._wrapped is None:
             return
-        module, original, wrapper = self._wrapped
+        _module, original, wrapper = self._wrapped
         self._wrapped = None
-        if getattr(module, TRACE_FUNCTION, None) is wrapper:
-            setattr(module, TRACE_FUNCTION, original)
+        _swap(wrapper, original)
 
     def _loaded(self, module: ModuleType) -> None:
         self._drop_finder()
@@ -74,18 +85,22 @@ class ExportLift:
         original = getattr(module, TRACE_FUNCTION, None)
         if original is None:
             return
-        lifted = self.lifted
+        lift = weakref.ref(self)
 
         @functools.wraps(original)
         def traced(*args: Any, **kwargs: Any) -> Any:
-            with lifted():
+            alive = lift()
+            if alive is None:
+                return original(*args, **kwargs)
+            with alive.lifted():
                 return original(*args, **kwargs)
 
-        setattr(module, TRACE_FUNCTION, traced)
+        _swap(original, traced)
         self._wrapped = (module, original, traced)
 
     @contextmanager
     def lifted(self) -> Iterator[None]:
+        graphs_before = unique_graphs()
         taken: list[tuple[dict[int, Any], int, Any]] = []
         for handle in self._handles():
             hooks = handle.hooks_dict_ref()
@@ -94,6 +109,7 @@ class ExportLift:
         try:
             yield
         finally:
+            self.graphs_made += max(0, unique_graphs() - graphs_before)
             for hooks, key, hook in taken:
                 hooks[key] = hook
                 # Keys are registration order: ours go back where they were.
@@ -130,7 +146,10 @@ class _WrapOnLoad(importlib.abc.MetaPathFinder):
         loaded = self._loaded
 
         def exec_then_hand_over(module: ModuleType) -> None:
-            exec_module(module)
+            try:
+                exec_module(module)
+            finally:  # torch's loader as it was: this closure must not outlive the load
+                vars(loader).pop("exec_module", None)
             try:
                 loaded(module)
             except Exception:  # noqa: BLE001 - never raise into the program's import
@@ -138,3 +157,10 @@ class _WrapOnLoad(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_then_hand_over  # type: ignore[union-attr]
         return spec
+
+
+def _swap(old: Any, new: Any) -> None:
+    """Every name torch's export modules hold for ``old`` now names ``new``."""
+    for name, module in list(sys.modules.items()):
+        if name.startswith(BINDERS) and getattr(module, TRACE_FUNCTION, None) is old:
+            setattr(module, TRACE_FUNCTION, new)

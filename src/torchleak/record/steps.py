@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import sys
 import threading
-import warnings
 import weakref
 from collections.abc import Callable
 from types import FrameType
@@ -120,6 +119,11 @@ class StepClock:
 
 
 Boundary = Callable[[FrameType | None], None]
+# torch's tables of global module hooks (``_has_any_global_hook`` reads these).
+GLOBAL_HOOK_TABLES = ("_global_backward_pre_hooks", "_global_backward_hooks",
+                      "_global_forward_pre_hooks", "_global_forward_hooks",
+                      "_global_forward_hooks_always_called",
+                      "_global_forward_hooks_with_kwargs")
 # Outermost forward calls that never close a step: a training loop's forwards before its
 # first optimizer step (a GAN's D and G passes, accumulated micro-batches) are not steps.
 LEARNING_CALLS = 8
@@ -139,7 +143,8 @@ class ForwardSteps:
         self._on_boundary = on_boundary
         self._clock = StepClock()
         self._handles: list[Any] = []
-        self._filter: Any = None
+        self._hook_check: tuple[Any, Any, Any] | None = None  # module, torch's, ours
+        self._graphs_before = 0  # dynamo's graphs when ours were installed
         self._thread: int | None = None
         self.calls = 0  # outermost forward calls seen
         self.steps = 0  # boundaries made
@@ -180,34 +185,54 @@ class ForwardSteps:
         self._handles = [register_module_forward_pre_hook(before),
                          register_module_forward_hook(after)]
         self._export.install()
-        self._quiet_compile_warning()
+        self._hide_from_compile_warning()
+        self._graphs_before = compiled_steps.unique_graphs()
 
     def remove(self, final: bool = False) -> None:
         """For good: an optimizer step or ``watch().step()`` defines the steps now. When
         ``torch.compile`` has compiled code already, its guards saw our hooks: removing
         them would recompile it, so they stay, inert (``final``: the run is over)."""
         self.inert = True
-        if not final and _compiled_anything():
+        # Only graphs made while ours were installed saw them, less those of exports
+        # (traced without them).
+        seen_ours = compiled_steps.unique_graphs() - self._graphs_before - self._export.graphs_made
+        if not final and seen_ours > 0:
             return
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
         self._export.uninstall()
-        if self._filter is not None:
-            try:
-                warnings.filters.remove(self._filter)
-                warnings._filters_mutated()  # type: ignore[attr-defined]
-            except (ValueError, AttributeError):
-                pass
-            self._filter = None
+        self._show_to_compile_warning()
 
-    def _quiet_compile_warning(self) -> None:
+    def _hide_from_compile_warning(self) -> None:
         """A ``torch.compile``d module warns on every call while any global module hook
-        exists: ours must not change the program's output, so exactly that warning is
-        silenced while our hooks are installed."""
-        warnings.filterwarnings("ignore", message=r"Using `torch\.compile\(module\)` when "
-                                r"there are global hooks", category=UserWarning)
-        self._filter = warnings.filters[0]
+        exists, as ``torch.nn.modules.module._has_any_global_hook`` says (read by nothing
+        else in torch). While ours are installed it answers as if they were not: the
+        program gets that warning exactly when its own hooks would give it (a warnings
+        filter of ours was undone by the program's own, and ``-W error`` made a crash)."""
+        module = sys.modules.get("torch.nn.modules.module")
+        original = getattr(module, "_has_any_global_hook", None)
+        if original is None:
+            return
+        ours = {(id(handle.hooks_dict_ref()), handle.id) for handle in self._handles}
+
+        def _has_any_global_hook() -> bool:
+            for name in GLOBAL_HOOK_TABLES:
+                table = getattr(module, name, None) or {}
+                if any((id(table), key) not in ours for key in table):
+                    return True
+            return False
+
+        module._has_any_global_hook = _has_any_global_hook  # type: ignore[union-attr]
+        self._hook_check = (module, original, _has_any_global_hook)
+
+    def _show_to_compile_warning(self) -> None:
+        if self._hook_check is None:
+            return
+        module, original, ours = self._hook_check
+        self._hook_check = None
+        if getattr(module, "_has_any_global_hook", None) is ours:
+            module._has_any_global_hook = original
 
     @property
     def installed(self) -> bool:
@@ -224,16 +249,6 @@ class ForwardSteps:
         if self._clock.observe(id(type(module))) and self.calls > LEARNING_CALLS:
             self.steps += 1
             self._on_boundary(sys._getframe(2))
-
-
-def _compiled_anything() -> bool:
-    """Has ``torch.compile`` made a graph in this process yet (never imports dynamo)?"""
-    utils = sys.modules.get("torch._dynamo.utils")
-    counters = getattr(utils, "counters", None)
-    try:
-        return bool(counters and counters["stats"]["unique_graphs"])
-    except Exception:  # noqa: BLE001 - another torch's counters
-        return False
 
 
 class TimeSteps:
