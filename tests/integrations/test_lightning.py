@@ -3,6 +3,7 @@ phase marks from the trainer's hooks, the memory series in the trainer's logger,
 
 from __future__ import annotations
 
+import csv
 import re
 import sys
 from pathlib import Path
@@ -62,6 +63,24 @@ def test_the_loggers_receive_the_memory_series_and_the_verdict(framework_runs) -
         assert len(csv_column(metrics, "torchleak/main_rss_mib")) == len(uss)
         assert csv_column(metrics, "torchleak/verdict_leak") == [leak]
         assert csv_column(metrics, "torchleak/serious_findings") == [leak]
+
+
+def test_a_leak_is_logged_only_once_the_live_detector_calls_it(framework_runs) -> None:
+    # What the logger gets says what the live detector prints: a growth it only suspects
+    # is no logged leak.
+    run = framework_runs.get("lightning_leak")
+    metrics = next((run.folder / "logs").rglob("metrics.csv"))
+    with metrics.open() as handle:
+        logged = [(int(row["step"]), float(row["torchleak/leaks"]))
+                  for row in csv.DictReader(handle) if row.get("torchleak/leaks")]
+    assert logged, "no leak count logged"
+    calls = report_json(run.folder / "report.json")["live"]["calls"]
+    first_call = min((call["step"] for call in calls), default=None)
+    counted = [step for step, leaks in logged if leaks > 0]
+    if first_call is None:
+        assert counted == []
+    else:  # the trainer's global step is the step before ours at the batch's end
+        assert counted and min(counted) >= first_call - 1, (first_call, logged)
 
 
 def test_ddp_ranks_share_one_run_and_rank_0_speaks_for_both(framework_runs) -> None:

@@ -78,7 +78,7 @@ class FrameworkRun:
 
     # while training ---------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
-        """The newest memory scalars: main process, workers, CUDA, tensors, live leaks."""
+        """The newest memory scalars: main process, workers, CUDA, tensors, leaks called."""
         recorder = self.monitor.recorder if self.monitor is not None else None
         if recorder is None or recorder.latest is None:
             return {}
@@ -93,19 +93,21 @@ class FrameworkRun:
             self._census_step = census[0]
             out[f"{PREFIX}tensors"] = float(census[1])
             out[f"{PREFIX}tensor_mib"] = census[2] / MIB
+        # The leaks the live detector has called (what it prints), never the ones it only
+        # suspects: a logged leak is one the end of the run would keep.
         live = self.monitor.live_report if self.monitor is not None else None
         if live is not None:
-            serious = live.serious
-            out[f"{PREFIX}leaks"] = float(len(serious))
+            called = live.called
+            out[f"{PREFIX}leaks"] = float(len(called))
             out[f"{PREFIX}leak_kib_per_step"] = sum(
-                f.bytes_per_step or 0.0 for f in serious) / 1024
+                f.bytes_per_step or 0.0 for f in called) / 1024
         return out
 
     def new_findings(self) -> list[Finding]:
-        """Serious live findings not handed out before."""
+        """Live findings called (as printed) and not handed out before."""
         live = self.monitor.live_report if self.monitor is not None else None
         fresh = []
-        for finding in live.serious if live is not None else []:
+        for finding in live.called if live is not None else []:
             key = finding_key(finding)
             if key not in self._sent:
                 self._sent.add(key)
