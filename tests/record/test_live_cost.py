@@ -104,13 +104,21 @@ def test_passes_re_checking_a_suspect_run_whatever_the_share(tmp_path: Path) -> 
 def test_the_cost_line_says_what_the_live_detector_took(tmp_path: Path) -> None:
     cost = _live_cost(tmp_path, 0.01, until=_first_pass)
     with open_trace(tmp_path / "trace.sqlite") as opened:
-        costs = overhead(load(opened.conn))
+        data = load(opened.conn)
+    costs = overhead(data)
     assert costs["live_seconds"] == pytest.approx(cost["seconds"], abs=0.001)
     assert costs["live_passes"] == cost["passes"] and costs["live_cap"] == 0.03
     assert 0 < costs["live_share"] < 1
     # The share printed is over the wall time the cap counted against, not another span.
     assert costs["live_share"] == pytest.approx(
         (cost["seconds"] - cost["deciding_seconds"]) / cost["wall_seconds"], abs=1e-4)
+    # ... and the probes' share over the same time (the process's, as their budget counts
+    # it): recorded here, inside a test process older than the recording, the two spans
+    # differ (one line once put 8.3% of the recording beside 1.3% of the process).
+    process = data.meta["process_seconds"]
+    assert process == pytest.approx(cost["wall_seconds"], rel=0.1)
+    assert costs["probe_share"] == pytest.approx(
+        (costs["probe_seconds"] - costs["anchor_probe_seconds"]) / process, abs=1e-3)
     text = overhead_text(costs)
     assert (f"live detector {costs['live_seconds']:.3g} s of CPU in {cost['passes']} passes"
             in text), text

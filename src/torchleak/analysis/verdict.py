@@ -214,7 +214,9 @@ def _probe_costs(meta: dict[str, Any]) -> dict[str, Any]:
     budget = number(meta.get("budget_pct"))
     if probes is not None:
         found["probe_seconds"] = round(probes, 3)
-        wall = _wall_seconds(meta)
+        # Over the wall time the budget counted against (the process's, as the live
+        # detector's share); older traces: the recording's span.
+        wall = number(meta.get("process_seconds")) or _wall_seconds(meta)
         fixed = number(meta.get("anchor_probe_seconds")) or 0.0
         if wall is not None:
             # The budget covers what the anchors leave (they are a fixed cost).

@@ -173,6 +173,9 @@ class Recorder:
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
+                           # the wall time the budget counted against (start-up included)
+                           "process_seconds": round(
+                               time.perf_counter() - self.scheduler.started, 3),
                            "anchor_probe_seconds": round(self.scheduler.early_spent, 4),
                            "probe_costs": self.scheduler.summary(),
                            "probes_disabled": sorted(self.out.off),

@@ -307,6 +307,8 @@ META_KEYS: dict[str, str] = {
               "gone reads as `killed`",
     "exit_code": "the script's", "steps": "steps recorded", "step_definition": "what one step was in this run",
     "monitor_seconds": "torchleak's own time on the training thread",
+    "process_seconds": "the process's wall time at the end of the recording (start-up "
+                       "included): what the probes' budget counts against",
     "probe_costs": "each probe's runs and seconds",
     "anchor_probe_seconds": "the probes' fixed cost outside the budget: anchors (start-up "
                             "censuses and holder walks) and the walks the run's events ask "
