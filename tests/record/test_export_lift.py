@@ -3,10 +3,11 @@ back exactly: the same keys in the same order, the program's own hooks untouched
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import torch
-from recordkit import run_python, write_script
+from recordkit import run_python, run_torchleak, write_script
 from torch.nn.modules import module as nn_module
 
 from torchleak.record.export_lift import ExportLift
@@ -138,3 +139,28 @@ def test_a_tracer_bound_before_recording_and_an_exports_graphs_see_no_torchleak(
     assert recorded.stdout == plain.stdout
     assert "global hooks: 0" in recorded.stdout and "compiled: (2, 3)" in recorded.stdout
     assert "draft's tracer is torch's: True" in recorded.stdout
+
+
+# An export that fails: under ``torchleak run`` the error is printed as python prints it,
+# without a frame of the wrapper it passed through.
+FAILING_EXPORT = """
+    import torch
+
+    torch.export.export(torch.nn.Linear(4, 3), (torch.randn(2, 5),), strict=True)
+"""
+
+
+def _traceback(stderr: str) -> list[str]:
+    """The traceback's lines, without torch's own timestamped log lines."""
+    return [re.sub(r"0x[0-9a-f]+", "0x", line) for line in stderr.splitlines()
+            if not re.match(r"[EWI]\d{4} ", line)]
+
+
+def test_a_failing_export_prints_the_traceback_python_prints(tmp_path: Path) -> None:
+    script = write_script(tmp_path, "failing_export.py", FAILING_EXPORT)
+    plain = run_python([script.name], cwd=tmp_path, timeout=300)
+    recorded = run_torchleak(["run", "--quiet", "--out", str(tmp_path / "run"), script.name],
+                             cwd=tmp_path, timeout=300)
+    assert plain.returncode == recorded.returncode == 1
+    assert "Traceback" in plain.stderr and "export_lift" not in recorded.stderr
+    assert _traceback(recorded.stderr) == _traceback(plain.stderr)

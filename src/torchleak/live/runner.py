@@ -214,8 +214,27 @@ def _user_traceback(tb: TracebackType | None) -> TracebackType | None:
     return tb
 
 
+def _without_our_frames(tb: TracebackType | None) -> TracebackType | None:
+    """The traceback python would print: a frame of ours that the error only passed
+    through (the export tracer's wrapper) is not there under python. One the error was
+    raised in (no frame of another's after it) stays."""
+    frames = []
+    while tb is not None:
+        frames.append(tb)
+        tb = tb.tb_next
+    ours = [os.path.abspath(f.tb_frame.f_code.co_filename).startswith(_OUR_FILES[0])
+            for f in frames]
+    last_other = max((i for i, mine in enumerate(ours) if not mine), default=-1)
+    kept = [f for i, f in enumerate(frames) if not ours[i] or i > last_other]
+    for frame, after in zip(kept, kept[1:]):
+        frame.tb_next = after
+    if kept:
+        kept[-1].tb_next = None
+    return kept[0] if kept else None
+
+
 def _print_exception(exc: BaseException) -> None:
-    tb = _user_traceback(exc.__traceback__)
+    tb = _without_our_frames(_user_traceback(exc.__traceback__))
     try:
         # The default hook prints exc.__traceback__ when set, ignoring ``tb``: cut it there.
         sys.excepthook(type(exc), exc.with_traceback(tb), tb)
