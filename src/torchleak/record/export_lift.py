@@ -155,7 +155,10 @@ class _WrapOnLoad(importlib.abc.MetaPathFinder):
             except Exception:  # noqa: BLE001 - never raise into the program's import
                 pass
 
-        loader.exec_module = exec_then_hand_over  # type: ignore[union-attr]
+        try:
+            loader.exec_module = exec_then_hand_over  # type: ignore[union-attr]
+        except (AttributeError, TypeError):  # a loader with no attributes of its own
+            pass
         return spec
 
 
