@@ -205,9 +205,10 @@ def test_variables_set_before_the_scripts_import_of_torch_hold(runs: RunPool) ->
 
 
 # Objects the script keeps to its end are finalised at exit as under python: their
-# ``__del__`` runs, with the script's globals still there (its module frozen out of the
-# collector's sight, or kept alive by a cache of ours, it never ran, or ran with every
-# global set to None). One script without steps, one that trains (the probes ran).
+# ``__del__`` runs, with the script's globals still there, and a file it never closed
+# keeps what it wrote (its module frozen out of the collector's sight, or kept alive by a
+# cache of ours, neither happened, or ``__del__`` ran with every global set to None). One
+# script without steps, one that trains (the probes ran).
 AT_EXIT = """
     import sys
 
@@ -221,6 +222,13 @@ AT_EXIT = """
 
     NAME = "log"
     kept = Closing()
+    notes = open("notes.txt", "w")  # never closed: python flushes it at exit
+    notes.write("written, never closed\\n")
+
+
+    def notes_file():
+        return notes
+
     if sys.argv[1:] == ["train"]:
         model = torch.nn.Linear(8, 2)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -241,9 +249,13 @@ def test_objects_kept_to_the_end_are_finalised_at_exit_as_under_python(
     # Unbuffered, as at a terminal: what a finaliser writes to a block-buffered pipe that
     # late depends on CPython's order of teardown (python itself loses it in some scripts).
     env = {"PYTHONUNBUFFERED": "1"}
+    notes = tmp_path / "notes.txt"
     plain = run_python([script.name, *args], cwd=tmp_path, env=env)
+    assert notes.read_text() == "written, never closed\n"
+    notes.unlink()
     recorded = run_torchleak(["run", "--quiet", "--out", str(tmp_path / "run"), script.name,
                               *args], cwd=tmp_path, env=env)
+    assert notes.read_text() == "written, never closed\n"  # nothing the script wrote lost
     assert plain.stdout == "end of script\nclosed log\n", plain.stderr
     assert recorded.stdout == plain.stdout
     assert recorded.stderr == plain.stderr == ""
