@@ -81,17 +81,24 @@ EXPORT_IMPORTED_FIRST = """
 """
 
 
-def test_an_export_imported_before_recording_began_sees_no_torchleak(tmp_path: Path) -> None:
-    script = write_script(tmp_path, "export_first.py", EXPORT_IMPORTED_FIRST)
-    plain = run_python([script.name, "plain"], cwd=tmp_path, timeout=300)
-    recorded = run_python([script.name, "recorded"], cwd=tmp_path, timeout=300)
+def _plain_then_monitored(folder: Path, name: str, source: str) -> str:
+    """Run ``source`` (its argument: ``plain`` or ``recorded``, under an in-process
+    monitor) both ways; both succeed with the same output, which is returned."""
+    script = write_script(folder, name, source)
+    plain = run_python([script.name, "plain"], cwd=folder, timeout=300)
+    recorded = run_python([script.name, "recorded"], cwd=folder, timeout=300)
     assert plain.returncode == 0, plain.stderr[-3000:]
     assert recorded.returncode == 0, recorded.stderr[-3000:]
     assert recorded.stdout == plain.stdout
-    assert "tracer loaded before: False" in recorded.stdout  # the path through the finder
-    assert "aten.relu.default" in recorded.stdout
-    assert "finders left: 0" in recorded.stdout and "tracer is torch's: True" in recorded.stdout
-    assert "loader patched: False" in recorded.stdout and "recorders alive: 0" in recorded.stdout
+    return recorded.stdout
+
+
+def test_an_export_imported_before_recording_began_sees_no_torchleak(tmp_path: Path) -> None:
+    out = _plain_then_monitored(tmp_path, "export_first.py", EXPORT_IMPORTED_FIRST)
+    assert "tracer loaded before: False" in out  # the path through the finder
+    assert "aten.relu.default" in out
+    assert "finders left: 0" in out and "tracer is torch's: True" in out
+    assert "loader patched: False" in out and "recorders alive: 0" in out
 
 
 # A module that took its own name for the tracer as it loaded (``draft_export``'s), loaded
@@ -131,14 +138,9 @@ DRAFT_FIRST = """
 
 def test_a_tracer_bound_before_recording_and_an_exports_graphs_see_no_torchleak(
         tmp_path: Path) -> None:
-    script = write_script(tmp_path, "draft_first.py", DRAFT_FIRST)
-    plain = run_python([script.name, "plain"], cwd=tmp_path, timeout=300)
-    recorded = run_python([script.name, "recorded"], cwd=tmp_path, timeout=300)
-    assert plain.returncode == 0, plain.stderr[-3000:]
-    assert recorded.returncode == 0, recorded.stderr[-3000:]
-    assert recorded.stdout == plain.stdout
-    assert "global hooks: 0" in recorded.stdout and "compiled: (2, 3)" in recorded.stdout
-    assert "draft's tracer is torch's: True" in recorded.stdout
+    out = _plain_then_monitored(tmp_path, "draft_first.py", DRAFT_FIRST)
+    assert "global hooks: 0" in out and "compiled: (2, 3)" in out
+    assert "draft's tracer is torch's: True" in out
 
 
 # An export that fails: under ``torchleak run`` the error is printed as python prints it,

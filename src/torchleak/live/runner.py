@@ -27,8 +27,8 @@ from types import TracebackType
 from torchleak.errors import BadInput, InputNotFound
 from torchleak.live.torch_import import when_torch_imported
 
-_OUR_FILES = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
-              os.path.abspath(runpy.__file__), runpy._run_code.__code__.co_filename)
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_OUR_FILES = (_PACKAGE, os.path.abspath(runpy.__file__), runpy._run_code.__code__.co_filename)
 
 
 @dataclass
@@ -225,7 +225,7 @@ def _without_our_frames(tb: TracebackType | None) -> TracebackType | None:
     while tb is not None:
         frames.append(tb)
         tb = tb.tb_next
-    ours = [os.path.abspath(f.tb_frame.f_code.co_filename).startswith(_OUR_FILES[0])
+    ours = [os.path.abspath(f.tb_frame.f_code.co_filename).startswith(_PACKAGE)
             for f in frames]
     last_other = max((i for i, mine in enumerate(ours) if not mine), default=-1)
     kept = [f for i, f in enumerate(frames) if not ours[i] or i > last_other]

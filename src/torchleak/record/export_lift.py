@@ -47,7 +47,7 @@ BINDERS = ("torch.export.", "torch._export")
 class ExportLift:
     def __init__(self, handles: Handles) -> None:
         self._handles = handles
-        self._wrapped: tuple[ModuleType, Any, Any] | None = None  # module, original, wrapper
+        self._wrapped: tuple[Any, Any] | None = None  # torch's tracer, our wrapper
         self._finder: _WrapOnLoad | None = None
         self.graphs_made = 0  # dynamo graphs made inside exports
 
@@ -68,7 +68,7 @@ class ExportLift:
         self._drop_finder()
         if self._wrapped is None:
             return
-        _module, original, wrapper = self._wrapped
+        original, wrapper = self._wrapped
         self._wrapped = None
         _swap(wrapper, original)
 
@@ -96,7 +96,7 @@ class ExportLift:
                 return original(*args, **kwargs)
 
         _swap(original, traced)
-        self._wrapped = (module, original, traced)
+        self._wrapped = (original, traced)
 
     @contextmanager
     def lifted(self) -> Iterator[None]:
