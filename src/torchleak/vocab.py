@@ -17,6 +17,19 @@ class Verdict(str, Enum):
     def __str__(self) -> str:
         return self.value
 
+    @property
+    def words(self) -> str:
+        """How people read it: "no leak" (the value is for scripts)."""
+        return self.value.replace("_", " ")
+
+
+def verdict_words(verdict: str) -> str:
+    """A verdict in words; anything else ("-", "not analysed") as it is."""
+    try:
+        return Verdict(verdict).words
+    except ValueError:
+        return verdict
+
 
 class Severity(str, Enum):
     HIGH = "high"

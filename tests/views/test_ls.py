@@ -40,7 +40,7 @@ def test_ls_table(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     captured = capsys.readouterr()
     lines = {line.split("|")[0].strip(): line for line in captured.out.splitlines()}
     assert "leak (1)" in lines["leaky-20250101-000000"] and "finished" in lines["leaky-20250101-000000"]
-    assert "no_leak" in lines["clean-20250101-000001"]
+    assert "| no leak " in lines["clean-20250101-000001"]  # words, not the token
     assert "crashed" in lines["crashy-20250101-000002"]
     assert "killed" in lines["gone-20250101-000003"]
     assert "running" in lines["live-20250101-000004"]

@@ -78,6 +78,7 @@ class RunSummary:
     error: str = ""  # why the trace could not be read
     overhead: dict[str, Any] = field(default_factory=dict)  # torchleak's own cost, when known
     leaking: list[int | None] = field(default_factory=list)  # a job's leaking ranks
+    live: bool = False  # the verdict is the live detector's (no final judgement)
 
 
 def summarize(run: RunFolder) -> RunSummary:
@@ -103,11 +104,11 @@ def _summarize(run: RunFolder) -> RunSummary:
         peak_cuda = rows.peak(conn, "cuda_samples", "reserved")
         final = judgement(conn, "final") if status is not RunStatus.RUNNING else None
         recorded = Report.from_dict(final.report) if final is not None else None
-        verdict, count = _verdict(recorded, conn, status)
+        verdict, count, live = _verdict(recorded, conn, status)
     job = None
     if run.ranks > 1:  # a job leaks when any of its ranks leaks: its digests say which
         job = _job_line(run)
-        verdict, count = job["verdict"], job["findings"]
+        verdict, count, live = job["verdict"], job["findings"], job["live"]
         steps = max(steps, job["steps"])
         peak_rss = max((p for p in (peak_rss, job["peak_rss"]) if p is not None), default=None)
     start = meta.get("start_time")
@@ -124,7 +125,7 @@ def _summarize(run: RunFolder) -> RunSummary:
                       run.ranks, f"{guard.get('mode')} at step {guard.get('step')}" if guard
                       else None, len(safe), overhead=dict(recorded.overhead) if recorded
                       else {},
-                      leaking=job["leaking"] if job else [])
+                      leaking=job["leaking"] if job else [], live=live)
 
 
 def _job_line(run: RunFolder) -> dict[str, Any]:
@@ -140,25 +141,24 @@ def _job_line(run: RunFolder) -> dict[str, Any]:
     live = any(d.source == "live" for d in leaking)
     verdict = ("leak" if leaking else "no_leak" if all(d.verdict == "no_leak" for d in digests)
                else "-" if any(d.status == "running" for d in digests) else "not analysed")
-    if leaking:
-        verdict = f"leak{' (live)' if live else ''}: rank{'s' if len(leaking) > 1 else ''} " \
-                  f"{compress_ranks([d.rank or 0 for d in leaking], 60)}"
     return {"status": ", ".join(f"{n} {s}" for s, n in counts.items()), "verdict": verdict,
-            "leaking": [d.rank for d in leaking], "steps": max(d.steps for d in digests),
+            "leaking": [d.rank for d in leaking], "live": live, "steps": max(d.steps for d in digests),
             "findings": sum(len(d.findings) for d in leaking),
             "peak_rss": max((d.main_rss_peak for d in digests if d.main_rss_peak is not None),
                             default=None)}
 
 
-def _verdict(recorded: Report | None, conn: Any, status: RunStatus) -> tuple[str, int]:
-    """The final verdict, else the live detector's latest (its called findings)."""
+def _verdict(recorded: Report | None, conn: Any,
+             status: RunStatus) -> tuple[str, int, bool]:
+    """The final verdict, else the live detector's latest (its called findings): (verdict,
+    findings, whether it is the live detector's)."""
     if recorded is not None:
-        return recorded.verdict, len(recorded.serious)
+        return recorded.verdict, len(recorded.serious), False
     live = judgement(conn, "live")
     report = Report.from_dict(live.report) if live is not None else None
     if live is not None:
-        return f"{live.verdict} (live)", len(report.called) if report else 0
-    return ("-" if status is RunStatus.RUNNING else "not analysed"), 0
+        return live.verdict, len(report.called) if report else 0, True
+    return ("-" if status is RunStatus.RUNNING else "not analysed"), 0, False
 
 
 def _mtime(path: Path) -> float | None:

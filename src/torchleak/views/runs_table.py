@@ -5,18 +5,31 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from torchleak.analysis.runs import RunSummary
+from torchleak.analysis.runs import RunSummary, compress_ranks
+from torchleak.vocab import verdict_words
 from torchleak.units import format_bytes, format_time, number
 from torchleak.views.inert import inert_input
 from torchleak.views.tabular import format_table
 
 
+def verdict_text(run: RunSummary, words: bool = True) -> str:
+    """"no leak", "leak (live): ranks 3, 7": in words for people, as tokens for scripts
+    ("no_leak")."""
+    text = verdict_words(run.verdict) if words else run.verdict
+    if run.live:
+        text += " (live)"
+    if run.ranks > 1 and run.leaking:
+        ranks = [rank or 0 for rank in run.leaking]
+        text += f": rank{'s' if len(ranks) > 1 else ''} {compress_ranks(ranks, 60)}"
+    return text
+
+
 def _verdict(run: RunSummary) -> str:
     if run.error:
         return f"unreadable: {run.error}"
-    text = run.verdict
-    if run.findings and run.verdict.startswith("leak"):
-        text = f"{run.verdict} ({run.findings})"
+    text = verdict_text(run)
+    if run.findings and run.verdict == "leak":
+        text = f"{text} ({run.findings})"
     if run.guard:
         text += f", guard {run.guard}"
     if run.safe:
@@ -57,7 +70,7 @@ def cost_cell(overhead: dict[str, Any]) -> str:
 def runs_json(runs: list[RunSummary]) -> str:
     data = [{
         "run": r.path.name, "path": str(r.path), "name": r.name, "script": r.script,
-        "status": r.status, "steps": r.steps, "verdict": r.verdict, "findings": r.findings,
+        "status": r.status, "steps": r.steps, "verdict": verdict_text(r, words=False), "findings": r.findings,
         "peak_rss": r.peak_rss, "peak_cuda": r.peak_cuda, "start_time": r.start_time,
         "ranks": r.ranks, "guard": r.guard, "safe_settings": r.safe, "error": r.error or None,
         "overhead": r.overhead or None,

@@ -8,13 +8,18 @@ from torchleak.analysis.breakdown import GROWS
 from torchleak.analysis.signals import BORDERLINE
 from torchleak.report import Finding, Report
 from torchleak.units import format_bytes
+from torchleak.vocab import verdict_words
 from torchleak.views.inert import inert_input
 from torchleak.views.renderers.details import (guard_text, live_text, oom_text, overhead_text,
                                                pattern_text, rate_text)
 
 _MAX_FINDINGS = 3
 _MAX_RANKS = 8  # leaking ranks named one per line in the end-of-run summary
-_HEADS = {"leak": "LEAK", "no_leak": "no leak", "inconclusive": "inconclusive"}
+
+
+def _head(verdict: str) -> str:
+    """The verdict in words, a leak in capitals: the line a reader must not miss."""
+    return "LEAK" if verdict == "leak" else verdict_words(verdict)
 
 
 @inert_input
@@ -45,7 +50,7 @@ def finding_lines(f: Finding, indent: str = "  ") -> list[str]:
 
 @inert_input
 def format_summary(report: Report, trace: Path | None) -> str:
-    head = _HEADS.get(report.verdict, report.verdict)
+    head = _head(report.verdict)
     lines = [f"torchleak: {head} after {report.steps:,} steps - {report.reason}"]
     guard = guard_text(report.guard)
     if guard:
@@ -53,7 +58,7 @@ def format_summary(report: Report, trace: Path | None) -> str:
     lines += [f"  {line}" for line in live_text(report)]
     for line in report.ranks[:_MAX_RANKS]:  # a job's leaking ranks; the flat are counted
         top = f": {line['top_finding']}" if line.get("top_finding") else ""
-        lines.append(f"  rank {line['rank']}: {_HEADS.get(line['verdict'], line['verdict'])}"
+        lines.append(f"  rank {line['rank']}: {_head(line['verdict'])}"
                      f" after {line['steps']:,} steps{top}")
     if len(report.ranks) > _MAX_RANKS:
         lines.append(f"  ... and {len(report.ranks) - _MAX_RANKS} more leaking ranks in the report")
