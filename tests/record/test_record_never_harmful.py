@@ -204,15 +204,19 @@ def test_variables_set_before_the_scripts_import_of_torch_hold(runs: RunPool) ->
     assert recorded.proc.stdout == plain.stdout
 
 
-# Objects the script keeps to its end are finalised at exit as under python: their
+# Objects the program keeps to its end are finalised at exit as under python: their
 # ``__del__`` runs, with the script's globals still there, and a file it never closed
-# keeps what it wrote (its module frozen out of the collector's sight, or kept alive by a
-# cache of ours, neither happened, or ``__del__`` ran with every global set to None). One
-# script without steps, one that trains (the probes ran).
+# (in the script, in a helper module of its own) keeps what it wrote (its modules frozen
+# out of the collector's sight, or kept alive by a cache of ours, neither happened, or
+# ``__del__`` ran with every global set to None). A script without steps, one that trains
+# (the probes ran), one whose globals torch's own tables still hold at exit (a global
+# hook: what python's teardown keeps or loses then, we keep or lose).
 AT_EXIT = """
     import sys
 
     import torch
+
+    import notes_helper
 
 
     class Closing:
@@ -224,12 +228,20 @@ AT_EXIT = """
     kept = Closing()
     notes = open("notes.txt", "w")  # never closed: python flushes it at exit
     notes.write("written, never closed\\n")
+    notes_helper.LOG.write("the helper's, never closed\\n")
 
 
     def notes_file():
         return notes
 
-    if sys.argv[1:] == ["train"]:
+
+    def on_forward(module, args, output):
+        return None
+
+
+    if "held" in sys.argv[1:]:
+        torch.nn.modules.module.register_module_forward_hook(on_forward)
+    if sys.argv[1:]:
         model = torch.nn.Linear(8, 2)
         optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
         for _ in range(60):
@@ -239,27 +251,36 @@ AT_EXIT = """
             optimizer.step()
     print("end of script")
 """
+HELPER = """
+    LOG = open("helper.txt", "w")  # a module of the program's own, never closed
+"""
 
 
-@pytest.mark.parametrize("train", [False, True], ids=["no steps", "training"])
+@pytest.mark.parametrize("args", [[], ["train"], ["train", "held"]],
+                         ids=["no steps", "training", "held by torch"])
 def test_objects_kept_to_the_end_are_finalised_at_exit_as_under_python(
-        tmp_path: Path, train: bool) -> None:
+        tmp_path: Path, args: list[str]) -> None:
     script = write_script(tmp_path, "at_exit.py", AT_EXIT)
-    args = ["train"] if train else []
+    write_script(tmp_path, "notes_helper.py", HELPER)
+    files = [tmp_path / "notes.txt", tmp_path / "helper.txt"]
     # Unbuffered, as at a terminal: what a finaliser writes to a block-buffered pipe that
-    # late depends on CPython's order of teardown (python itself loses it in some scripts).
+    # late depends on CPython's order of teardown (python itself loses it in some runs).
     env = {"PYTHONUNBUFFERED": "1"}
-    notes = tmp_path / "notes.txt"
     plain = run_python([script.name, *args], cwd=tmp_path, env=env)
-    assert notes.read_text() == "written, never closed\n"
-    notes.unlink()
+    under_python = [path.read_text() for path in files]
+    for path in files:
+        path.unlink()
     recorded = run_torchleak(["run", "--quiet", "--out", str(tmp_path / "run"), script.name,
                               *args], cwd=tmp_path, env=env)
-    assert notes.read_text() == "written, never closed\n"  # nothing the script wrote lost
-    assert plain.stdout == "end of script\nclosed log\n", plain.stderr
+    assert [path.read_text() for path in files] == under_python  # nothing the program wrote lost
     assert recorded.stdout == plain.stdout
     assert recorded.stderr == plain.stderr == ""
     assert recorded.returncode == plain.returncode == 0
+    if "held" not in args:  # torch's tables hold nothing of the script's: all finalised
+        assert under_python == ["written, never closed\n", "the helper's, never closed\n"]
+        assert plain.stdout == "end of script\nclosed log\n", plain.stderr
+    else:  # python tears torch down first: the script's file and __del__ are lost to it
+        assert under_python[1] == "the helper's, never closed\n"
 
 
 @prefetch
@@ -572,3 +593,89 @@ def test_a_stopped_recording_keeps_nothing_alive_after_a_fork(tmp_path: Path) ->
     os.waitpid(pid, 0)
     gc.collect()
     assert [r() for r in recorders] == [None, None, None]
+
+
+
+def test_a_holder_walk_keeps_no_class_of_the_program_alive(tmp_path: Path) -> None:
+    """A class the walk met (a model's) is freed with the program's last reference to it:
+    kept by a cache of ours, it kept its module's globals alive to the end."""
+    import gc
+    import weakref
+
+    import torch
+
+    from torchleak.live.engine import Monitor, MonitorOptions
+
+    monitor = Monitor(MonitorOptions(out=tmp_path / "run", name="t", quiet=True))
+    monitor.start()
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(4, 4)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.layer(x)
+
+    model = Net()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(5):
+        model(torch.randn(2, 4)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    walked = monitor.recorder.walk_now(sys._getframe())
+    monitor.stop("finished", 0, analyse=False)
+    assert any(".optimizer." in sample.holder for sample in walked)  # it walked this frame
+    net = weakref.ref(Net)
+    del Net, model, optimizer, walked, monitor
+    gc.collect()
+    assert net() is None
+
+# How: the program's modules leave sys.modules, one collection finalises what they kept,
+# and everything is frozen again so the interpreter's teardown skips torch's objects
+# (~0.25 s of every run, BENCHMARKS.md). When torch still holds one of them (a global hook
+# defined in it), nothing is frozen again: python's own teardown finalises what it would
+# (the helper's file the same with and without this step).
+EXIT_PATHS = """
+    import gc
+    import sys
+
+    import torch
+
+    __import__("exit_helper")  # a module of the program's, held by sys.modules only
+    if "held" in sys.argv:
+        torch.nn.modules.module.register_module_forward_hook(sys.modules["exit_helper"].on_forward)
+    if "ours" in sys.argv:
+        from torchleak.live.runner import finalise_program_at_exit
+
+        gc.freeze()
+        finalise_program_at_exit()
+        print("frozen again:", gc.get_freeze_count() > 0, "| helper in sys.modules:",
+              "exit_helper" in sys.modules)
+"""
+EXIT_HELPER = """
+    LOG = open("helper.txt", "w")
+    LOG.write("flushed")
+
+
+    def on_forward(module, args, output):
+        return None
+"""
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["nothing holds it", "held by torch"])
+def test_exit_freezes_again_only_when_nothing_holds_the_programs_modules(
+        tmp_path: Path, held: bool) -> None:
+    script = write_script(tmp_path, "exit_paths.py", EXIT_PATHS)
+    write_script(tmp_path, "exit_helper.py", EXIT_HELPER)
+    helper = tmp_path / "helper.txt"
+    args = [script.name, *(["held"] if held else [])]
+    run_python(args, cwd=tmp_path)
+    under_python = helper.read_text()
+    helper.unlink()
+    done = run_python([*args, "ours"], cwd=tmp_path)
+    assert done.stdout == f"frozen again: {not held} | helper in sys.modules: False\n", \
+        done.stderr
+    assert helper.read_text() == under_python
+    if not held:
+        assert under_python == "flushed"

@@ -20,6 +20,7 @@ import sys
 import threading
 import traceback
 import types
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -119,15 +120,65 @@ def freeze_startup_objects() -> None:
     under python. The limit: those it made before that line are frozen too, so one that
     later becomes garbage inside a reference cycle stays (freed by reference count it goes
     as usual); what a script makes above that line is almost always module-level state
-    kept to its end. At exit everything frozen is put back in sight (the last ``atexit``
-    call), so the script's module and what it keeps are finalised as under python: frozen,
-    an object's ``__del__`` at exit never ran, and a file the script never closed lost
-    what it had buffered. The interpreter's collections at exit then scan torch's objects
-    as under python (~0.3 s of a few-second run: the freeze's saving at exit given back;
-    leaving the first of them out lost that file's data again)."""
+    kept to its end. At exit the program's own modules are finalised as under python
+    (``finalise_program_at_exit``)."""
     _collect_then_freeze()
     when_torch_imported(_collect_then_freeze)
-    atexit.register(gc.unfreeze)
+    atexit.register(finalise_program_at_exit)
+
+
+def finalise_program_at_exit() -> None:
+    """The last ``atexit`` call: what the program's own modules (the script, its helper
+    modules) keep is finalised as python's teardown would, then torch's teardown is left
+    out.
+
+    Frozen, the script's module was never torn down: an object's ``__del__`` at exit never
+    ran and a file the script never closed lost what it had buffered. Python finalises
+    them when its teardown clears ``sys.modules`` and collects; that collection also tears
+    down every module of torch's (~0.25 s of a few-second run, which python pays and the
+    program never sees). Here the program's modules leave ``sys.modules`` first and one
+    collection finalises what they kept, with every global still set; when none of their
+    globals outlives it, everything is frozen again and the interpreter's own teardown
+    skips torch's objects. When something still holds them (a hook in torch's tables,
+    compiled code's guards, a daemon thread), everything stays in sight and python's
+    teardown finalises them as it would have."""
+    try:
+        _finalise_programs_modules()
+    except Exception:  # noqa: BLE001 - never a traceback at exit: python's teardown as is
+        gc.unfreeze()
+
+
+def _finalise_programs_modules() -> None:
+    main = sys.modules.get("__main__")  # ours (the script's is __mp_main__ by then)
+    names = [name for name, module in list(sys.modules.items())
+             if module is not main and _programs(module)]
+    try:  # weakly: a module we held would keep its globals from the collection
+        modules = {name: weakref.ref(sys.modules[name]) for name in names}
+    except TypeError:  # a module type without weak references: python's teardown as is
+        gc.unfreeze()
+        return
+    globals_ids = {id(vars(sys.modules[name])) for name in names}
+    for name in names:
+        del sys.modules[name]
+    gc.unfreeze()
+    gc.collect()
+    if globals_ids and any(type(obj) is dict and id(obj) in globals_ids and "__builtins__" in obj
+                           for obj in gc.get_objects()):
+        # Still held: back in sys.modules, python's teardown clears them as it would.
+        for name, ref in modules.items():
+            module = ref()
+            if module is not None:
+                sys.modules.setdefault(name, module)
+        return
+    gc.freeze()
+
+
+def _programs(module: object) -> bool:
+    """A module of the program's own: its file is not a library's (``is_user_file``)."""
+    from torchleak.system.userfiles import is_user_file
+
+    path = getattr(module, "__file__", None)
+    return isinstance(module, types.ModuleType) and isinstance(path, str) and is_user_file(path)
 
 
 def _collect_then_freeze() -> None:

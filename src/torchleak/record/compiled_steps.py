@@ -58,7 +58,7 @@ def step_marker() -> Marker:
     step operator into the compiled code (a no-op where the operator cannot exist)."""
     global _marker, _is_user_file
     if _marker is None:
-        from torchleak.record.probes.usercode import is_user_file
+        from torchleak.system.userfiles import is_user_file
 
         _is_user_file = is_user_file
         _marker = _make_marker(_register())

@@ -2,55 +2,14 @@
 
 from __future__ import annotations
 
-import functools
-import getpass
 import os
-import re
 import sys
-import sysconfig
-import tempfile
 import weakref
 from collections.abc import Callable
 from types import FrameType, ModuleType
 
-import torch
-
 from torchleak.record.probes import access
-
-_TORCHLEAK_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def _compiler_caches() -> set[str]:
-    """Where torch.compile writes the code it generates (inductor's cache, by torch's own
-    default): modules that are torch's, though they load from outside its folder."""
-    found = {os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")}
-    try:
-        user = re.sub(r'[\\/:*?"<>|]', "_", getpass.getuser())
-    except (KeyError, OSError):  # no user name for this uid (a container)
-        user = ""
-    if user:
-        found.add(os.path.join(tempfile.gettempdir(), f"torchinductor_{user}"))
-    return {p for p in found if p}
-
-
-def _library_prefixes() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    prefixes = {paths.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    prefixes |= {os.path.dirname(os.path.abspath(torch.__file__)), _TORCHLEAK_DIR}
-    prefixes |= _compiler_caches()
-    prefixes |= {p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}
-    return tuple(sorted(os.path.abspath(p) + os.sep for p in prefixes if p))
-
-
-_LIBRARY = _library_prefixes()
-
-
-@functools.lru_cache(maxsize=4096)
-def is_user_file(filename: str) -> bool:
-    if not filename or filename.startswith("<") or not os.path.isabs(filename):
-        return False  # relative __file__ values come from odd module-like objects
-    path = os.path.abspath(filename)
-    return not path.startswith(_LIBRARY)
+from torchleak.system.userfiles import is_user_file
 
 
 def user_frames(frame: FrameType | None) -> list[FrameType]:

@@ -12,6 +12,7 @@ import functools
 import gc
 import io
 import sys
+import weakref
 from types import (BuiltinFunctionType, FrameType, FunctionType, GeneratorType, MethodType,
                    ModuleType)
 from typing import Any
@@ -23,7 +24,7 @@ from torchleak.record.probes import access
 from torchleak.record.probes.graph import walk_graph
 from torchleak.record.probes.holder_sample import HolderSample, Route, hooks_sample
 from torchleak.record.probes.sizes import container_footprint, sample_items, tensor_footprint
-from torchleak.record.probes.usercode import is_user_file
+from torchleak.system.userfiles import is_user_file
 from torchleak.trace.schema import GRAPH_NODES_CAP
 
 
@@ -62,9 +63,27 @@ def _key_part(key: Any, index: int) -> str:
     return f"[<{type(key).__name__} #{index}>]"
 
 
-@functools.lru_cache(maxsize=1024)
+# id(class) -> (weak reference to it, defined in the user's files): a class we held would
+# keep its module's globals, and all they hold, alive past the program's own end.
+_USER_CLASSES: dict[int, tuple[weakref.ref[type], bool]] = {}
+
+
 def user_class(cls: type) -> bool:
     """A class defined in the user's own files."""
+    entry = _USER_CLASSES.get(id(cls))
+    if entry is not None and entry[0]() is cls:
+        return entry[1]
+    found = _defined_in_user_file(cls)
+    key = id(cls)
+    try:
+        ref = weakref.ref(cls, lambda _, key=key: _USER_CLASSES.pop(key, None))
+    except TypeError:  # a class without weak references: asked each time
+        return found
+    _USER_CLASSES[key] = (ref, found)
+    return found
+
+
+def _defined_in_user_file(cls: type) -> bool:
     module = sys.modules.get(cls.__module__)
     return is_user_file(getattr(module, "__file__", "") or "")
 
