@@ -132,6 +132,7 @@ def monitor(**options: Any) -> Any:
     Never raises: a bad option value is warned about once and its default used; while
     another monitor records the process (``torchleak run``, a callback), this one joins it.
     """
+    from torchleak.check.crossref import annotate
     from torchleak.live.inprocess import monitor as in_process
 
-    return in_process(options)
+    return in_process({"annotate": annotate, **options})

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from torchleak.check.crossref import annotate
 from torchleak.live.attach import PREFIX, FrameworkRun, finding_text
 
 
@@ -60,7 +61,7 @@ class TorchleakCallback(*_callback_bases()):  # type: ignore[misc]
         super().__init__()
         self.log_every_n_steps = max(1, int(log_every_n_steps)) if isinstance(
             log_every_n_steps, int) else 1
-        self._run = FrameworkRun(options, "TorchleakCallback")
+        self._run = FrameworkRun({"annotate": annotate, **options}, "TorchleakCallback")
         self.report: Any = None  # the Report of the latest run (None on ranks > 0)
         self.guard_checkpoint: str | None = None  # where the guard's checkpoint went
 

@@ -152,6 +152,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
 
 def _start(item: pytest.Item) -> Any:
     """A quiet monitor for this test, or None (one warning) when it cannot record."""
+    from torchleak.check.crossref import annotate
     from torchleak.live.engine import active_monitor
     from torchleak.live.inprocess import InProcessMonitor, safe_options
 
@@ -161,6 +162,7 @@ def _start(item: pytest.Item) -> Any:
         return None
     path = getattr(item, "path", None)  # the test's file: findings point at its lines
     options = safe_options({"out": str(_folder(item)), "name": item.name, "quiet": True,
+                            "annotate": annotate,
                             "warnings": False, "script": str(path) if path else None,
                             "argv": [str(path or item.nodeid)]}, "no_leak")
     monitor = InProcessMonitor(options)

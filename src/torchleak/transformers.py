@@ -21,6 +21,7 @@ from typing import Any
 
 from transformers import TrainerCallback
 
+from torchleak.check.crossref import annotate
 from torchleak.live.attach import FrameworkRun
 
 
@@ -34,7 +35,7 @@ class TorchleakCallback(TrainerCallback):  # type: ignore[misc]
     def __init__(self, log_every_n_steps: int | None = None, **options: Any) -> None:
         self.log_every_n_steps = log_every_n_steps if isinstance(
             log_every_n_steps, int) and log_every_n_steps > 0 else None
-        self._run = FrameworkRun(options, "TorchleakCallback")
+        self._run = FrameworkRun({"annotate": annotate, **options}, "TorchleakCallback")
         self.report: Any = None  # the Report of the latest run (None on ranks > 0)
 
     @property

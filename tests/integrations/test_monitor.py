@@ -64,6 +64,12 @@ def test_a_leak_in_process_is_reported_like_under_run(tmp_path: Path) -> None:
     report = monitor.report
     assert report.verdict == "leak"
     assert report.serious[0].culprit.startswith("local keep in loop() (list of Tensor")
+    # The checker's rule for the line, as `torchleak run` and `torchleak report` say it.
+    source = report.serious[0].source or ""
+    assert "frameworks.py:60: keep.append(loss)" in source, source
+    assert source.endswith("  [torchleak check: TL102]")
+    reported = run_python(["-m", "torchleak", "report", str(tmp_path / "run")], tmp_path)
+    assert reported.stdout.count(source) == 1, reported.stdout
 
 
 SCRIPT = """

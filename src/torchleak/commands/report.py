@@ -30,7 +30,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 def execute(args: argparse.Namespace) -> int:
     from torchleak.analysis.job import run_report
-    from torchleak.commands.crossref import annotate
+    from torchleak.check.crossref import annotate
     from torchleak.trace.catalog import resolve_run
     from torchleak.views import get_renderer
 

@@ -63,6 +63,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def execute(args: argparse.Namespace) -> int:
+    from torchleak.check.crossref import annotate
     from torchleak.live.engine import Monitor, MonitorOptions, rank_info
     from torchleak.live.runner import (die_like_python, freeze_startup_objects,
                                        run_target, validate)
@@ -77,7 +78,7 @@ def execute(args: argparse.Namespace) -> int:
                              guard_share=args.guard_at / 100, guard_minutes=args.guard_minutes,
                              quiet=args.quiet or not speaks, script=target.display,
                              argv=[target.display, *target.args], stream=sys.stderr,
-                             annotate=_annotate_with_checker,
+                             annotate=annotate,
                              control=False if args.no_control else None, safe=args.safe)
     monitor = Monitor(options)  # validates every option before the script starts
     monitor.start()
@@ -164,10 +165,3 @@ def _flush_user_streams() -> None:
             stream.flush()
         except (OSError, ValueError, AttributeError):
             pass
-
-
-def _annotate_with_checker(report: Report) -> None:
-    """Add the static checker's rule code to a finding whose source line it flags."""
-    from torchleak.commands.crossref import annotate
-
-    annotate(report)
