@@ -64,12 +64,6 @@ def test_a_leak_in_process_is_reported_like_under_run(tmp_path: Path) -> None:
     report = monitor.report
     assert report.verdict == "leak"
     assert report.serious[0].culprit.startswith("local keep in loop() (list of Tensor")
-    # The checker's rule for the line, as `torchleak run` and `torchleak report` say it.
-    source = report.serious[0].source or ""
-    assert "frameworks.py:60: keep.append(loss)" in source, source
-    assert source.endswith("  [torchleak check: TL102]")
-    reported = run_python(["-m", "torchleak", "report", str(tmp_path / "run")], tmp_path)
-    assert reported.stdout.count(source) == 1, reported.stdout
 
 
 SCRIPT = """
@@ -88,6 +82,33 @@ print("script end")
 def run_python(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, *args], cwd=cwd, text=True, capture_output=True,
                           timeout=120)
+
+
+LEAKY = """
+import torch, torchleak
+model = torch.nn.Linear(16, 4); optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+history = []
+with torchleak.monitor(out="run") as monitor:
+    for _ in range(60):
+        loss = model(torch.randn(8, 16)).pow(2).mean()
+        optimizer.zero_grad(); loss.backward(); optimizer.step()
+        history.append(loss)
+print(monitor.report.serious[0].source)
+"""
+
+
+def test_an_in_process_finding_names_the_checkers_rule_as_run_and_report_do(
+        tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent(LEAKY))
+    done = run_python([str(script)], tmp_path)
+    source = done.stdout.strip()
+    assert source.endswith("train.py:9: history.append(loss)  [torchleak check: TL102]"), (
+        done.stdout, done.stderr)
+    assert "history.append(loss)  [torchleak check: TL102]" in done.stderr  # the summary
+    reported = run_python(["-m", "torchleak", "report", "run"], tmp_path)
+    assert reported.stdout.count("history.append(loss)  [torchleak check: TL102]") == 1, \
+        reported.stdout
 
 
 def test_a_started_monitor_ends_at_exit_and_joins_under_run(tmp_path: Path) -> None:

@@ -37,6 +37,8 @@ def __getattr__(name: str) -> Any:
 
 def _selection(select: Iterable[str] | str | None, ignore: Iterable[str] | str | None,
                extend_select: Iterable[str] | str | None = None) -> Selection:
+    from torchleak.check.selection import Selection, parse_codes
+
     return Selection.build(parse_codes(select, "select") or None,
                            parse_codes(ignore, "ignore"),
                            parse_codes(extend_select, "extend_select"))
