@@ -74,6 +74,8 @@ ENVIRONMENT = """
 """
 
 INTERRUPTED = """
+    import atexit
+
     import torch
 
     model = torch.nn.Linear(4, 1)
@@ -83,6 +85,9 @@ INTERRUPTED = """
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    atexit.register(print, "the script's atexit handler ran")  # python runs it, then dies
+    notes = open("interrupted.txt", "w")  # never closed: python flushes it before dying
+    notes.write("written before the interrupt\\n")
     print("interrupting", flush=True)
     raise KeyboardInterrupt
 """
@@ -310,7 +315,10 @@ def test_keyboard_interrupt_dies_by_sigint_after_the_trace_is_closed(runs: RunPo
     plain, recorded = runs.get(interrupted)
     assert plain.returncode == -signal.SIGINT
     assert recorded.proc.returncode == -signal.SIGINT
-    assert recorded.proc.stdout == plain.stdout
+    assert recorded.proc.stdout == plain.stdout == (
+        "interrupting\nthe script's atexit handler ran\n")
+    assert (recorded.out.parent / "interrupted.txt").read_text() == (
+        "written before the interrupt\n")  # the recorded run's, written after python's
     assert "KeyboardInterrupt" in without_our_lines(recorded.proc.stderr)
     assert recorded.meta("status") == "crashed" and recorded.judgement("final") is not None
 
@@ -630,52 +638,3 @@ def test_a_holder_walk_keeps_no_class_of_the_program_alive(tmp_path: Path) -> No
     del Net, model, optimizer, walked, monitor
     gc.collect()
     assert net() is None
-
-# How: the program's modules leave sys.modules, one collection finalises what they kept,
-# and everything is frozen again so the interpreter's teardown skips torch's objects
-# (~0.25 s of every run, BENCHMARKS.md). When torch still holds one of them (a global hook
-# defined in it), nothing is frozen again: python's own teardown finalises what it would
-# (the helper's file the same with and without this step).
-EXIT_PATHS = """
-    import gc
-    import sys
-
-    import torch
-
-    __import__("exit_helper")  # a module of the program's, held by sys.modules only
-    if "held" in sys.argv:
-        torch.nn.modules.module.register_module_forward_hook(sys.modules["exit_helper"].on_forward)
-    if "ours" in sys.argv:
-        from torchleak.live.runner import finalise_program_at_exit
-
-        gc.freeze()
-        finalise_program_at_exit()
-        print("frozen again:", gc.get_freeze_count() > 0, "| helper in sys.modules:",
-              "exit_helper" in sys.modules)
-"""
-EXIT_HELPER = """
-    LOG = open("helper.txt", "w")
-    LOG.write("flushed")
-
-
-    def on_forward(module, args, output):
-        return None
-"""
-
-
-@pytest.mark.parametrize("held", [False, True], ids=["nothing holds it", "held by torch"])
-def test_exit_freezes_again_only_when_nothing_holds_the_programs_modules(
-        tmp_path: Path, held: bool) -> None:
-    script = write_script(tmp_path, "exit_paths.py", EXIT_PATHS)
-    write_script(tmp_path, "exit_helper.py", EXIT_HELPER)
-    helper = tmp_path / "helper.txt"
-    args = [script.name, *(["held"] if held else [])]
-    run_python(args, cwd=tmp_path)
-    under_python = helper.read_text()
-    helper.unlink()
-    done = run_python([*args, "ours"], cwd=tmp_path)
-    assert done.stdout == f"frozen again: {not held} | helper in sys.modules: False\n", \
-        done.stderr
-    assert helper.read_text() == under_python
-    if not held:
-        assert under_python == "flushed"

@@ -20,7 +20,6 @@ import sys
 import threading
 import traceback
 import types
-import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -91,9 +90,21 @@ class Outcome:
 
 
 def die_like_python(outcome: Outcome) -> None:
-    """End the process by ``outcome.signal`` when Python would have (after our cleanup)."""
+    """End the process by ``outcome.signal`` when Python would have (after our cleanup).
+
+    Python dies by the signal only once it has finalised (``exit_sigint``): the program's
+    ``atexit`` handlers run first (a checkpoint saved on Ctrl-C) and what its modules keep
+    is finalised (a file never closed keeps what was written to it). Both happen here,
+    before the signal."""
     if outcome.signal is None:
         return
+    run_exit_handlers = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_handlers is not None:
+        run_exit_handlers()  # reports a failing handler as python does, and goes on
+    try:
+        finalise_program_modules()
+    except Exception:  # noqa: BLE001 - never a traceback on the way out
+        pass
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -120,57 +131,33 @@ def freeze_startup_objects() -> None:
     under python. The limit: those it made before that line are frozen too, so one that
     later becomes garbage inside a reference cycle stays (freed by reference count it goes
     as usual); what a script makes above that line is almost always module-level state
-    kept to its end. At exit the program's own modules are finalised as under python
-    (``finalise_program_at_exit``)."""
+    kept to its end. At exit everything frozen is put back in sight (the last ``atexit``
+    call), so the script's module and what it keeps are finalised as under python: frozen,
+    an object's ``__del__`` at exit never ran, and a file the script never closed lost
+    what it had buffered. The interpreter's teardown then costs what it costs under
+    python (~0.25 s after ``import torch``; leaving it out needs the program's modules
+    finalised first, and garbage torch's import leaves holds them: BENCHMARKS.md)."""
     _collect_then_freeze()
     when_torch_imported(_collect_then_freeze)
-    atexit.register(finalise_program_at_exit)
+    atexit.register(gc.unfreeze)
 
 
-def finalise_program_at_exit() -> None:
-    """The last ``atexit`` call: what the program's own modules (the script, its helper
-    modules) keep is finalised as python's teardown would, then torch's teardown is left
-    out.
+def finalise_program_modules() -> None:
+    """What python's teardown finalises of the program's own modules (the script, modules
+    from its own files), done now: for a death by signal, where no teardown follows.
 
-    Frozen, the script's module was never torn down: an object's ``__del__`` at exit never
-    ran and a file the script never closed lost what it had buffered. Python finalises
-    them when its teardown clears ``sys.modules`` and collects; that collection also tears
-    down every module of torch's (~0.25 s of a few-second run, which python pays and the
-    program never sees). Here the program's modules leave ``sys.modules`` first and one
-    collection finalises what they kept, with every global still set; when none of their
-    globals outlives it, everything is frozen again and the interpreter's own teardown
-    skips torch's objects. When something still holds them (a hook in torch's tables,
-    compiled code's guards, a daemon thread), everything stays in sight and python's
-    teardown finalises them as it would have."""
-    try:
-        _finalise_programs_modules()
-    except Exception:  # noqa: BLE001 - never a traceback at exit: python's teardown as is
-        gc.unfreeze()
-
-
-def _finalise_programs_modules() -> None:
-    main = sys.modules.get("__main__")  # ours (the script's is __mp_main__ by then)
-    names = [name for name, module in list(sys.modules.items())
-             if module is not main and _programs(module)]
-    try:  # weakly: a module we held would keep its globals from the collection
-        modules = {name: weakref.ref(sys.modules[name]) for name in names}
-    except TypeError:  # a module type without weak references: python's teardown as is
-        gc.unfreeze()
-        return
-    globals_ids = {id(vars(sys.modules[name])) for name in names}
-    for name in names:
-        del sys.modules[name]
+    Garbage still holding one of them goes first (torch's import leaves copies of
+    ``sys.modules`` in reference cycles), so that leaving ``sys.modules`` ends each module
+    and its globals go by reference count, in python's order: collected together with
+    that garbage, a file's text layer and its buffer could be finalised in either order
+    and the text lost. A second collection takes their reference cycles."""
     gc.unfreeze()
     gc.collect()
-    if globals_ids and any(type(obj) is dict and id(obj) in globals_ids and "__builtins__" in obj
-                           for obj in gc.get_objects()):
-        # Still held: back in sys.modules, python's teardown clears them as it would.
-        for name, ref in modules.items():
-            module = ref()
-            if module is not None:
-                sys.modules.setdefault(name, module)
-        return
-    gc.freeze()
+    main = sys.modules.get("__main__")  # ours (the script's is __mp_main__ by then)
+    for name in [name for name, module in list(sys.modules.items())
+                 if module is not main and _programs(module)]:
+        sys.modules.pop(name, None)
+    gc.collect()
 
 
 def _programs(module: object) -> bool:
