@@ -638,3 +638,43 @@ def test_a_holder_walk_keeps_no_class_of_the_program_alive(tmp_path: Path) -> No
     del Net, model, optimizer, walked, monitor
     gc.collect()
     assert net() is None
+
+
+# The script stays `__main__` to the end, as under python: the program's atexit handlers
+# read it there, and its globals (a file never closed) still live while they run. Without
+# torch (nothing else keeps the module) and with it.
+MAIN_AT_EXIT = """
+    import atexit
+    import os
+    import sys
+
+    if sys.argv[1:] == ["torch"]:
+        import torch
+    marker = 42
+    notes = open("main_at_exit.txt", "w")
+    notes.write("written, never closed\\n")
+
+
+    def report() -> None:
+        main = sys.modules["__main__"]
+        print("marker:", getattr(main, "marker", None), "| file still open:",
+              not main.__dict__.get("notes", notes).closed,
+              "| bytes on disk:", os.path.getsize("main_at_exit.txt"))
+
+
+    atexit.register(report)
+"""
+
+
+@pytest.mark.parametrize("with_torch", [False, True], ids=["no torch", "torch"])
+def test_the_script_is_main_in_its_atexit_handlers_as_under_python(
+        tmp_path: Path, with_torch: bool) -> None:
+    script = write_script(tmp_path, "main_at_exit.py", MAIN_AT_EXIT)
+    args = ["torch"] if with_torch else []
+    plain = run_python([script.name, *args], cwd=tmp_path)
+    recorded = run_torchleak(["run", "--quiet", "--out", str(tmp_path / "run"), script.name,
+                              *args], cwd=tmp_path)
+    assert plain.stdout == "marker: 42 | file still open: True | bytes on disk: 0\n", \
+        plain.stderr
+    assert recorded.stdout == plain.stdout, recorded.stderr
+    assert (tmp_path / "main_at_exit.txt").read_text() == "written, never closed\n"

@@ -153,9 +153,7 @@ def finalise_program_modules() -> None:
     and the text lost. A second collection takes their reference cycles."""
     gc.unfreeze()
     gc.collect()
-    main = sys.modules.get("__main__")  # ours (the script's is __mp_main__ by then)
-    for name in [name for name, module in list(sys.modules.items())
-                 if module is not main and _programs(module)]:
+    for name in [name for name, module in list(sys.modules.items()) if _programs(module)]:
         sys.modules.pop(name, None)
     gc.collect()
 
@@ -216,19 +214,18 @@ def _sigint() -> int | None:
 
 def _run_file(script: str) -> None:
     """Exec a script as ``python script.py`` does: a fresh ``__main__`` whose ``__file__`` is
-    absolute while ``sys.argv[0]`` stays as typed (runpy.run_path would overwrite it)."""
+    absolute while ``sys.argv[0]`` stays as typed (runpy.run_path would overwrite it).
+
+    It stays ``__main__`` after it ends, as under python: the program's ``atexit``
+    handlers read it there, and its globals live until the interpreter's teardown (a
+    file the script never closed is still open when those handlers run)."""
     with open(script, "rb") as handle:
         code = compile(handle.read(), script, "exec", dont_inherit=True)
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", script))
-    saved = sys.modules.get("__main__")
     sys.modules["__main__"] = main
-    try:
-        exec(code, main.__dict__)
-    finally:
-        if saved is not None:
-            sys.modules["__main__"] = saved
+    exec(code, main.__dict__)
 
 
 def _set_path0(folder: str) -> None:
