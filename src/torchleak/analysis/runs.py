@@ -142,7 +142,8 @@ def _job_line(run: RunFolder) -> dict[str, Any]:
     verdict = ("leak" if leaking else "no_leak" if all(d.verdict == "no_leak" for d in digests)
                else "-" if any(d.status == "running" for d in digests) else "not analysed")
     return {"status": ", ".join(f"{n} {s}" for s, n in counts.items()), "verdict": verdict,
-            "leaking": [d.rank for d in leaking], "live": live, "steps": max(d.steps for d in digests),
+            "leaking": [d.rank for d in leaking], "live": live,
+            "steps": max(d.steps for d in digests),
             "findings": sum(len(d.findings) for d in leaking),
             "peak_rss": max((d.main_rss_peak for d in digests if d.main_rss_peak is not None),
                             default=None)}

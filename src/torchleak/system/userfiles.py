@@ -1,9 +1,9 @@
 """Tell the program's own files from libraries: the standard library, site-packages,
 torch (wherever it is installed), the code torch.compile generates, and torchleak.
 
-Holders are named from roots the user wrote, and at exit the program's own modules are
-finalised as python would (``live.runner``). Nothing here imports torch: the answer is
-asked at exit of programs that never did.
+Holders are named from roots the user wrote, and on a death by signal the program's own
+modules are finalised as python's teardown would (``live.runner``). Nothing here imports
+torch: the answer is asked on the way out of programs that never did.
 """
 
 from __future__ import annotations

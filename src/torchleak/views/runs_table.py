@@ -70,7 +70,8 @@ def cost_cell(overhead: dict[str, Any]) -> str:
 def runs_json(runs: list[RunSummary]) -> str:
     data = [{
         "run": r.path.name, "path": str(r.path), "name": r.name, "script": r.script,
-        "status": r.status, "steps": r.steps, "verdict": verdict_text(r, words=False), "findings": r.findings,
+        "status": r.status, "steps": r.steps, "verdict": verdict_text(r, words=False),
+        "findings": r.findings,
         "peak_rss": r.peak_rss, "peak_cuda": r.peak_cuda, "start_time": r.start_time,
         "ranks": r.ranks, "guard": r.guard, "safe_settings": r.safe, "error": r.error or None,
         "overhead": r.overhead or None,

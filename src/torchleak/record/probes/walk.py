@@ -70,11 +70,11 @@ _USER_CLASSES: dict[int, tuple[weakref.ref[type], bool]] = {}
 
 def user_class(cls: type) -> bool:
     """A class defined in the user's own files."""
-    entry = _USER_CLASSES.get(id(cls))
+    key = id(cls)
+    entry = _USER_CLASSES.get(key)
     if entry is not None and entry[0]() is cls:
         return entry[1]
     found = _defined_in_user_file(cls)
-    key = id(cls)
     try:
         ref = weakref.ref(cls, lambda _, key=key: _USER_CLASSES.pop(key, None))
     except TypeError:  # a class without weak references: asked each time
