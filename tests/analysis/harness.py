@@ -61,8 +61,10 @@ def record_loop(train: Callable[[], Any], folder: Path, name: str, script: str,
 
     torch.set_num_threads(1)
     gc.collect()  # earlier scenarios' garbage must not be collected inside this one
+    # The budget as ``torchleak run`` counts it, from the process's start: these loops
+    # stand for a script's (in-process, it would count from the monitor's start).
     monitor = Monitor(MonitorOptions(out=folder / name, name=name, script=script,
-                                     budget=budget, quiet=True))
+                                     budget=budget, quiet=True, owns_process=True))
     monitor.start()
     failure = _run_on_thread(train)
     report = monitor.stop("crashed" if failure else "finished", 1 if failure else 0)

@@ -15,6 +15,7 @@ import torch
 
 from torchleak.analysis import load
 from torchleak.analysis.verdict import overhead
+import torchleak.live.detector as detector_module
 from torchleak.live.detector import EARLY_STEPS, LIVE_BUDGETS, LiveDetector
 from torchleak.live.engine import Monitor, MonitorOptions
 from torchleak.trace.reader import open_trace
@@ -76,8 +77,16 @@ def _first_pass(detector: LiveDetector, step: int) -> bool:
     return step < EARLY_STEPS[0] or detector.passes >= 1
 
 
+@pytest.fixture
+def first_pass_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first pass priced at nothing (as a run of the CLI, whose share counts the
+    process's start-up, finds it): what the share does after it, in isolation."""
+    monkeypatch.setattr(detector_module, "FIRST_PASS_SECONDS", 0.0)
+
+
 @pytest.mark.parametrize("budget", [0.02, 1e-9])
-def test_the_live_passes_take_no_more_than_their_share(tmp_path: Path, budget: float) -> None:
+def test_the_live_passes_take_no_more_than_their_share(tmp_path: Path, budget: float,
+                                                        first_pass_free: None) -> None:
     cost = _live_cost(tmp_path, budget,
                       until=_every_early_pass if budget > 1e-9 else _first_pass)
     assert cost["share"] == pytest.approx(LIVE_BUDGETS * budget)
@@ -93,7 +102,16 @@ def test_the_live_passes_take_no_more_than_their_share(tmp_path: Path, budget: f
     assert (cost["deciding_passes"] == 0) == (cost["deciding_seconds"] == 0), cost
 
 
-def test_passes_re_checking_a_suspect_run_whatever_the_share(tmp_path: Path) -> None:
+def test_an_in_process_runs_first_pass_waits_for_its_share(tmp_path: Path) -> None:
+    """In-process the share counts from the monitor's start: a first pass the share has
+    not paid for yet waits (a run a fraction of a second long would otherwise print a
+    share over the cap it states)."""
+    cost = _live_cost(tmp_path, 1e-9)
+    assert cost["passes"] == 0, cost
+
+
+def test_passes_re_checking_a_suspect_run_whatever_the_share(tmp_path: Path,
+                                                             first_pass_free: None) -> None:
     cost = _live_cost(tmp_path, 1e-9, leaky=True,
                       until=lambda detector, _step: detector.deciding > 0)
     assert cost["passes"] > 1 and 0 < cost["deciding_seconds"] <= cost["seconds"], cost

@@ -666,13 +666,15 @@ MAIN_AT_EXIT = """
 """
 
 
+@pytest.mark.parametrize("as_module", [False, True], ids=["script", "-m module"])
 @pytest.mark.parametrize("with_torch", [False, True], ids=["no torch", "torch"])
 def test_the_script_is_main_in_its_atexit_handlers_as_under_python(
-        tmp_path: Path, with_torch: bool) -> None:
+        tmp_path: Path, with_torch: bool, as_module: bool) -> None:
     script = write_script(tmp_path, "main_at_exit.py", MAIN_AT_EXIT)
     args = ["torch"] if with_torch else []
-    plain = run_python([script.name, *args], cwd=tmp_path)
-    recorded = run_torchleak(["run", "--quiet", "--out", str(tmp_path / "run"), script.name,
+    target = ["-m", script.stem] if as_module else [script.name]
+    plain = run_python([*target, *args], cwd=tmp_path)
+    recorded = run_torchleak(["run", "--quiet", "--out", str(tmp_path / "run"), *target,
                               *args], cwd=tmp_path)
     assert plain.stdout == "marker: 42 | file still open: True | bytes on disk: 0\n", \
         plain.stderr

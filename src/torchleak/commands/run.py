@@ -79,7 +79,8 @@ def execute(args: argparse.Namespace) -> int:
                              quiet=args.quiet or not speaks, script=target.display,
                              argv=[target.display, *target.args], stream=sys.stderr,
                              annotate=annotate,
-                             control=False if args.no_control else None, safe=args.safe)
+                             control=False if args.no_control else None, safe=args.safe,
+                             owns_process=True)
     monitor = Monitor(options)  # validates every option before the script starts
     monitor.start()
     if not monitor.options.quiet:

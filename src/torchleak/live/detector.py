@@ -9,7 +9,8 @@ passes use at most ~0.3% of one core: after a pass that took ``c`` seconds it wa
 the GIL for most of its few milliseconds, so the training thread waits that long; a run
 of a few seconds paid ~25 of them in full (140 ms of CPU in a 3 s run of 3,000 steps).
 So the passes stay within ``LIVE_BUDGETS`` times the overhead budget (3% at the default
-``--budget`` of 1%) of the process's wall time so far (its start-up included), and one the share
+``--budget`` of 1%) of the run's wall time so far (under ``torchleak run`` the process's, its
+start-up included; in-process the monitor's), and one the share
 cannot pay for yet waits until it can; except while a serious finding is suspected and
 not called: those passes decide a live call (a late leak's comes near the end of a short
 run, or never) and are counted apart. Each pass stores its judgement (the
@@ -44,6 +45,10 @@ SHARE = 0.003
 # this many overhead budgets of the process's wall time in CPU time.
 LIVE_BUDGETS = 3.0
 NEXT_PASS = 1.5  # the next capped pass costs at most this many times the latest one
+# What the first pass is taken to cost before one has run: a run in-process (its budget
+# counted from the monitor's start, not the process's) would otherwise pay a whole pass
+# in its first milliseconds, over the cap of a run a fraction of a second long.
+FIRST_PASS_SECONDS = 0.01
 TICK = 0.05  # how often the detector looks at the step count (a few microseconds each)
 # Early passes at these steps, whatever the clock: a fast loop detected at step ~15 is
 # warned about while it is still early, not two seconds (thousands of steps) later.
@@ -90,7 +95,7 @@ class LiveDetector:
         self.deciding = 0.0  # ... of those that ran while a finding was suspected
         self.passes = 0
         self.deciding_passes = 0
-        self._last_capped = 0.0  # CPU seconds of the latest pass the share held
+        self._last_capped = FIRST_PASS_SECONDS  # CPU seconds of the latest pass the share held
         # A serious finding not called yet: its passes decide a live call and are not held
         # by the share (a late leak's call comes near the end of a short run, or not at all).
         self._suspecting = False

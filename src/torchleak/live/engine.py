@@ -74,6 +74,10 @@ class MonitorOptions:
     # environment (RANK, WORLD_SIZE).
     rank: int | None = None
     world_size: int | None = None
+    # ``torchleak run``: the process is the run, so the budget counts its start-up (the
+    # program's ``import torch``); in-process (a notebook, a test, a framework callback)
+    # the run starts with the monitor, not with the process it lives in.
+    owns_process: bool = False
 
     def validate(self) -> None:
         if not 0 < self.budget <= 1:
@@ -242,7 +246,8 @@ class Monitor:
             # DataLoader caps patch torch's class: only once the program has imported it.
             self._cancel_caps = when_torch_imported(self._cap_dataloaders)
         try:
-            self.recorder = Recorder(trace, meta, budget=opts.budget, on_fault=self._fault)
+            self.recorder = Recorder(trace, meta, budget=opts.budget, on_fault=self._fault,
+                                     since_process_start=opts.owns_process)
         except TraceClaimed:
             raise OutputNotWritable(f"{self.folder} already holds a trace: another run "
                                     "claimed it; pass another --out folder") from None

@@ -187,7 +187,7 @@ def run_target(target: Target) -> Outcome:
         else:
             sys.argv = [target.module or "", *target.args]
             _set_path0(os.getcwd())
-            runpy.run_module(target.module or "", run_name="__main__", alter_sys=True)
+            _run_module(target.module or "")
         return Outcome(0, False)
     except SystemExit as exc:
         return Outcome(_exit_code(exc.code), False)
@@ -224,6 +224,23 @@ def _run_file(script: str) -> None:
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=script, __builtins__=builtins, __cached__=None,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", script))
+    sys.modules["__main__"] = main
+    exec(code, main.__dict__)
+
+
+def _run_module(name: str) -> None:
+    """Run a module as ``python -m`` does: found as runpy finds it (a package's
+    ``__main__`` included), executed as a fresh ``__main__`` that, like a script's, stays
+    there after it ends (``runpy.run_module`` puts the previous ``__main__`` back: the
+    program's ``atexit`` handlers then saw ours)."""
+    # runpy's own finder, the one ``python -m`` uses: ImportError's message is python's.
+    name, spec, code = runpy._get_module_details(name)  # type: ignore[attr-defined]
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=spec.origin, __cached__=spec.cached, __doc__=None,
+                         __loader__=spec.loader, __package__=spec.parent, __spec__=spec,
+                         __builtins__=builtins)
+    if spec.origin and spec.has_location:
+        sys.argv[0] = spec.origin
     sys.modules["__main__"] = main
     exec(code, main.__dict__)
 

@@ -11,7 +11,8 @@ Anchors: an early step (after the optimizer's lazy state exists), after warm-up,
 at every doubling of the step count (the holder walk's at every x1.5). The early anchors
 and the holder walk's are a fixed cost outside the budget, paid for by the run's own
 length: together they spend at most ``ANCHOR_BUDGETS`` times the budget (1.5% by
-default) of the process's wall time so far (importing torch included). The walk's
+default) of the run's wall time so far (under ``torchleak run`` the process's, importing
+torch included; in-process, from the monitor's start). The walk's
 anchors (cheap, and what names a leak) run at their steps whatever the clock, so a
 loaded machine never changes what a run sees; a census anchor that does not fit yet is
 owed and runs as soon as the run has lasted long enough, so a short run pays its walks
@@ -194,18 +195,22 @@ class Scheduler:
     def plan(self, quick: bool, step: int, now: float | None = None) -> None:
         """When the budget next allows any probe, and from which step its gap does (quick
         only when there are suspects): most boundaries then cost two comparisons."""
-        probes = [p for p in self.costs if quick or p != "quick"]
+        # An owed probe runs only as the anchor it owes (``due``): its budget's gate would
+        # open boundaries that then refuse it, one after the other.
+        probes = [p for p in self.costs if (quick or p != "quick") and p not in self.owed]
         self.gates = [(self.started + (self.costs[p].spent - self.early_of(p)
                                        + self.costs[p].expected) / (self.budget * self.share[p]),
                        self.last_step.get(p, -10**9) + self._gap(p, step)) for p in probes]
         # An owed anchor: from when the run's length pays for it.
-        self.gates += [(self.started + (self.anchor_spent + self.costs[p].expected)
-                        / self.anchor_share,
-                        self.last_step.get(p, -10**9) + self.min_gap_steps[p])
+        self.gates += [(self._owed_until(p), self.last_step.get(p, -10**9) + self.min_gap_steps[p])
                        for p in self.owed]
         self._split(time.perf_counter() if now is None else now)
 
     gates: list[tuple[float, int]] = field(default_factory=list)  # per probe: (time, step)
+
+    def _owed_until(self, probe: str) -> float:
+        """When the run's length pays for an owed anchor of ``probe`` (``due``'s room)."""
+        return self.started + (self.anchor_spent + self.costs[probe].expected) / self.anchor_share
 
     def _split(self, now: float) -> None:
         """The two numbers a boundary compares with (either passed opens the gate): the
@@ -232,10 +237,15 @@ class Scheduler:
     _ran_seconds: float = 0.0  # the probes' own seconds at the current boundary
 
     def boundary_done(self, seconds: float) -> None:
-        """A boundary that looked at the probes took ``seconds`` of our time in all."""
-        overhead = max(0.0, seconds - self._ran_seconds)
-        self.plan_overhead = overhead if not self.plan_overhead else \
-            0.5 * self.plan_overhead + 0.5 * overhead
+        """A boundary that looked at the probes took ``seconds`` of our time in all.
+
+        Only one where a probe ran is the choosing's price: counting a look that ran
+        nothing widened the re-measure's gap past the step its gate had opened at, so the
+        next boundary looked again in vain, and so on at every boundary."""
+        if self._ran_seconds > 0:
+            overhead = max(0.0, seconds - self._ran_seconds)
+            self.plan_overhead = overhead if not self.plan_overhead else \
+                0.5 * self.plan_overhead + 0.5 * overhead
         self._ran_seconds = 0.0
 
     def _gap(self, probe: str, step: int) -> int:

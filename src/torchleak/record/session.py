@@ -60,8 +60,13 @@ Request = Callable[[FrameType | None], None]
 
 class Recorder:
     def __init__(self, trace_path: Path, metadata: dict[str, Any], budget: float = 0.01,
-                 claim: bool = True, on_fault: Callable[[str], None] | None = None) -> None:
+                 claim: bool = True, on_fault: Callable[[str], None] | None = None,
+                 since_process_start: bool = False) -> None:
         self._on_fault = on_fault
+        # The budget's clock: from the process's start (``torchleak run``: the process is
+        # the run) or from ours (in-process: a test in a long pytest session must not
+        # spend the minutes before it on probes).
+        self._since_process_start = since_process_start
         # Our own memory: the process's private bytes before the recorder exists, against
         # after it has started (trace writer, SQLite connection, sampler and writer threads).
         self._main = MainMemoryProbe()
@@ -110,7 +115,8 @@ class Recorder:
         ref = weakref.ref(self)
         os.register_at_fork(after_in_child=lambda: _forked(ref))
         self._last_boundary = time.perf_counter()
-        self.scheduler.started = _process_start(self._last_boundary)
+        self.scheduler.started = (_process_start(self._last_boundary)
+                                  if self._since_process_start else self._last_boundary)
         own = self.facts.own_memory
         own["start_bytes"] = max(0, self._main.read()[1] - self._uss_before)
         self.writer.set_meta("own_memory", own)
@@ -173,7 +179,8 @@ class Recorder:
         for key, value in {"status": status, "exit_code": exit_code, "end_time": time.time(),
                            "steps": self.step,
                            "monitor_seconds": round(self.scheduler.spent, 4),
-                           # the wall time the budget counted against (start-up included)
+                           # the wall time the budget counted against (``torchleak run``:
+                           # the process's, start-up included; in-process: the monitor's)
                            "process_seconds": round(
                                time.perf_counter() - self.scheduler.started, 3),
                            "anchor_probe_seconds": round(self.scheduler.early_spent, 4),
@@ -381,8 +388,8 @@ def _epoch_number(value: str, current: int | None) -> int:
 
 
 def _process_start(now_perf: float) -> float:
-    """When this process started, on the perf_counter clock: the budget is a share of the
-    run's whole wall time, start-up (importing torch) included."""
+    """When this process started, on the perf_counter clock: under ``torchleak run`` the
+    budget is a share of the run's whole wall time, start-up (importing torch) included."""
     try:
         age = max(0.0, time.time() - psutil.Process().create_time())
     except (psutil.Error, OSError):

@@ -60,4 +60,7 @@ def library_prefixes() -> tuple[str, ...]:
 def is_user_file(filename: str) -> bool:
     if not filename or filename.startswith("<") or not os.path.isabs(filename):
         return False  # relative __file__ values come from odd module-like objects
-    return not os.path.abspath(filename).startswith(library_prefixes())
+    prefixes = library_prefixes()
+    if filename.startswith(prefixes) and f"{os.sep}.." not in filename:
+        return False  # already normal and inside a library: no path to normalise
+    return not os.path.abspath(filename).startswith(prefixes)

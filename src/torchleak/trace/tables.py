@@ -307,8 +307,9 @@ META_KEYS: dict[str, str] = {
               "gone reads as `killed`",
     "exit_code": "the script's", "steps": "steps recorded", "step_definition": "what one step was in this run",
     "monitor_seconds": "torchleak's own time on the training thread",
-    "process_seconds": "the process's wall time at the end of the recording (start-up "
-                       "included): what the probes' budget counts against",
+    "process_seconds": "the wall time the probes' budget counts against, at the end of the "
+                       "recording: the process's under `torchleak run` (start-up included), "
+                       "the monitor's in-process",
     "probe_costs": "each probe's runs and seconds",
     "anchor_probe_seconds": "the probes' fixed cost outside the budget: anchors (start-up "
                             "censuses and holder walks) and the walks the run's events ask "
@@ -316,8 +317,8 @@ META_KEYS: dict[str, str] = {
     "live_detector": "the live detector's passes: `seconds` of CPU, `passes`, "
                      "`deciding_seconds` and `deciding_passes` (those re-checking suspects, "
                      "outside the cap) and "
-                     "the `share` of the process's wall time the others may take, and that "
-                     "`wall_seconds` (start-up included) the share counts against",
+                     "the `share` of the run's wall time the others may take, and that "
+                     "`wall_seconds` the share counts against (as `process_seconds`)",
     "probes_disabled": "probes switched off after a failure",
     "own_memory": "`start_bytes`: USS the recorder added by starting; `census_scan_bytes`: "
                   "the census scan's transient list",

@@ -69,9 +69,11 @@ def _scan_user_modules() -> list[tuple[str, ModuleType]]:
         # Interactive: a notebook's (IPython's) namespace, `python -c`, the REPL.
         found.append(("notebook" if "IPython" in sys.modules else "__main__", main))
     for name, module in list(sys.modules.items()):
+        if name.startswith("torch.") or name == "__mp_main__":  # most of sys.modules: cheap first
+            continue
         filename = getattr(module, "__file__", None)
         if isinstance(module, ModuleType) and isinstance(filename, str) and is_user_file(
-                filename) and name != "__mp_main__" and not name.startswith("torch."):
+                filename):
             display = name
             if name == "__main__":
                 display = os.path.splitext(os.path.basename(filename))[0]
