@@ -95,12 +95,12 @@ class FrameworkRun:
             out[f"{PREFIX}tensor_mib"] = census[2] / MIB
         # The leaks the live detector has called (what it prints), never the ones it only
         # suspects: a logged leak is one the end of the run would keep.
+        # Before its first pass (in-process it waits until the run has paid for one) it
+        # has called none: the count is 0 from the first entry, not missing.
         live = self.monitor.live_report if self.monitor is not None else None
-        if live is not None:
-            called = live.called
-            out[f"{PREFIX}leaks"] = float(len(called))
-            out[f"{PREFIX}leak_kib_per_step"] = sum(
-                f.bytes_per_step or 0.0 for f in called) / 1024
+        called = live.called if live is not None else []
+        out[f"{PREFIX}leaks"] = float(len(called))
+        out[f"{PREFIX}leak_kib_per_step"] = sum(f.bytes_per_step or 0.0 for f in called) / 1024
         return out
 
     def new_findings(self) -> list[Finding]:
