@@ -79,8 +79,9 @@ class FrameworkRun:
     # while training ---------------------------------------------------------------------
     def metrics(self) -> dict[str, float]:
         """The newest memory scalars: main process, workers, CUDA, tensors, leaks called."""
-        recorder = self.monitor.recorder if self.monitor is not None else None
-        if recorder is None or recorder.latest is None:
+        monitor = self.monitor
+        recorder = monitor.recorder if monitor is not None else None
+        if monitor is None or recorder is None or recorder.latest is None:
             return {}
         _step, rss, uss = recorder.latest
         out = {f"{PREFIX}main_rss_mib": rss / MIB, f"{PREFIX}main_uss_mib": uss / MIB}
@@ -97,7 +98,7 @@ class FrameworkRun:
         # suspects: a logged leak is one the end of the run would keep.
         # Before its first pass (in-process it waits until the run has paid for one) it
         # has called none: the count is 0 from the first entry, not missing.
-        live = self.monitor.live_report if self.monitor is not None else None
+        live = monitor.live_report
         called = live.called if live is not None else []
         out[f"{PREFIX}leaks"] = float(len(called))
         out[f"{PREFIX}leak_kib_per_step"] = sum(f.bytes_per_step or 0.0 for f in called) / 1024
