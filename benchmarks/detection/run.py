@@ -37,6 +37,7 @@ BASELINE = "torchleak-baseline"
 # python with torchleak run's freeze of start-up and torch objects (``frozen.py``): the
 # reference for torchleak's own cost (``--tools plain,plain-frozen,torchleak``).
 FROZEN = "plain-frozen"
+REPEATED = ("plain", FROZEN, "torchleak", BASELINE)  # run --repeats times; the peers once
 TIMEOUT = 300  # seconds; a run stopped here reports nothing (plain runs take 5-60 s)
 
 
@@ -163,8 +164,8 @@ def whole_run_ratios(results: dict[tuple[str, str, int], dict[str, Any]], tool: 
                      reference: str) -> list[tuple[float, str]]:
     """(tool's wall / the reference's wall, script) for each finished run of ``tool``."""
     ratios = []
-    for (name, script, _repeat), result in results.items():
-        base = results.get((reference, script, 0))
+    for (name, script, repeat), result in results.items():
+        base = score.reference_run(results, reference, script, repeat)
         if name == tool and result.get("rc") == 0 and base and base.get("rc") == 0 \
                 and not result.get("cpu_only"):
             ratios.append((result["wall"] / base["wall"], script))
@@ -228,7 +229,7 @@ def per_script(rows: list[dict[str, Any]], manifest: list[dict[str, Any]]) -> st
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tools", default=",".join(TOOLS))
-    parser.add_argument("--repeats", type=int, default=5, help="torchleak runs per script")
+    parser.add_argument("--repeats", type=int, default=5, help="runs per script of plain, torchleak and the baseline (interleaved)")
     parser.add_argument("--only", action="append", help="a script name (repeatable)")
     parser.add_argument("--results", type=Path, default=HERE / "results")
     parser.add_argument("--table-only", action="store_true")
@@ -243,8 +244,13 @@ def main() -> None:
     tools = args.tools.split(",")
     if not args.table_only:
         for entry in chosen:
-            for tool in tools:
-                for repeat in range(args.repeats if tool in ("torchleak", BASELINE) else 1):
+            # Interleaved: each repeat runs plain Python beside torchleak, so each
+            # recorded run's wall time is compared with a plain run made just before it
+            # (one plain run for all repeats made its noise every ratio's).
+            for repeat in range(args.repeats):
+                for tool in tools:
+                    if repeat and tool not in REPEATED:
+                        continue  # the peers: once each
                     result = run_one(tool, entry, repeat, args.results, args.baseline)
                     print(f"{tool:12} {entry['script']:28} #{repeat} rc={result['rc']} "
                           f"{result['wall']:.1f} s", flush=True)

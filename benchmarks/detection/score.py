@@ -133,9 +133,9 @@ def _tool_row(tool: str, manifest: list[dict[str, Any]],
     crashes = 0  # runs that exited non-zero (their output is still read when written)
     for entry in manifest:
         name = entry["script"]
-        plain = results.get(("plain", name, 0))
-        for _repeat, result in sorted((k[2], r) for k, r in results.items()
-                                      if k[0] == tool and k[1] == name):
+        for repeat, result in sorted((k[2], r) for k, r in results.items()
+                                     if k[0] == tool and k[1] == name):
+            plain = reference_run(results, "plain", name, repeat)
             if plain_cpu.get(name) and result.get("cpu") and result.get("rc") == 0:
                 cpu_ratios.append(result["cpu"] / plain_cpu[name])
             if result.get("cpu_only"):  # a run timed for its CPU cost only
@@ -159,6 +159,13 @@ def _tool_row(tool: str, manifest: list[dict[str, Any]],
             "cpu_scripts": len(cpu_ratios), "runs": runs,
             "agreement": (sum(len(set(o)) == 1 for o in outcomes.values()), len(outcomes)),
             "crashes": crashes, "per_run": per_run, "outcomes": outcomes}
+
+
+def reference_run(results: dict[tuple[str, str, int], dict[str, Any]], reference: str,
+                  script: str, repeat: int) -> dict[str, Any] | None:
+    """The reference tool's run of ``script`` a recorded run is timed against: the one of
+    the same repeat (run just before it), else the first."""
+    return results.get((reference, script, repeat)) or results.get((reference, script, 0))
 
 
 def _counts(outcome: dict[str, tuple[bool, bool]], leaky: list[dict[str, Any]],
