@@ -87,6 +87,8 @@ def ndarray_bytes(obj: Any) -> int | None:
 
 def element_footprint(obj: Any, depth: int = 2, graphs: bool = True) -> Footprint:
     """Footprint of one element, looking ``depth`` levels into builtin containers."""
+    if type(obj) in _SCALARS:  # most elements: tested first
+        return Footprint(float(access.sizeof(obj)))
     if access.is_a(obj, torch.Tensor):
         return tensor_footprint(obj, graphs)
     array_bytes = ndarray_bytes(obj)
