@@ -51,8 +51,8 @@ _modules_cache: tuple[int, list[tuple[str, weakref.ref[ModuleType]]]] = (-1, [])
 def user_modules() -> list[tuple[str, ModuleType]]:
     """(display name, module) for __main__ and modules loaded from the user's files.
 
-    Scanning sys.modules costs ~25 ms with torch loaded, so the answer is kept until the
-    number of loaded modules changes."""
+    The first scan of sys.modules costs ~5 ms with torch and Lightning loaded (~3,000
+    modules), so the answer is kept until the number of loaded modules changes."""
     global _modules_cache
     count = len(sys.modules)
     if _modules_cache[0] != count:
@@ -62,20 +62,34 @@ def user_modules() -> list[tuple[str, ModuleType]]:
             if (module := ref()) is not None]
 
 
+# Modules a scan found not to be the user's: name -> id of the module object. A later
+# scan (the module count changes as a framework imports lazily: a few times in a
+# Lightning run's first steps) looks only at the others, ~0.3 ms instead of ~1.3 ms
+# with ~3,000 modules; a module replaced under its name (a reload) is looked at again.
+_not_user: dict[str, int] = {}
+
+
 def _scan_user_modules() -> list[tuple[str, ModuleType]]:
     found = []
     main = sys.modules.get("__main__")
     if isinstance(main, ModuleType) and not isinstance(getattr(main, "__file__", None), str):
         # Interactive: a notebook's (IPython's) namespace, `python -c`, the REPL.
         found.append(("notebook" if "IPython" in sys.modules else "__main__", main))
-    for name, module in list(sys.modules.items()):
+    modules = list(sys.modules.items())
+    if len(_not_user) > 4 * len(modules):
+        _not_user.clear()  # names of modules long gone
+    for name, module in modules:
         if name.startswith("torch.") or name == "__mp_main__":  # most of sys.modules: cheap first
             continue
+        if _not_user.get(name) == id(module):
+            continue
         filename = getattr(module, "__file__", None)
-        if isinstance(module, ModuleType) and isinstance(filename, str) and is_user_file(
-                filename):
-            display = name
-            if name == "__main__":
-                display = os.path.splitext(os.path.basename(filename))[0]
-            found.append((display, module))
+        if not (isinstance(module, ModuleType) and isinstance(filename, str)
+                and is_user_file(filename)):
+            _not_user[name] = id(module)
+            continue
+        display = name
+        if name == "__main__":
+            display = os.path.splitext(os.path.basename(filename))[0]
+        found.append((display, module))
     return found
