@@ -105,3 +105,113 @@ def test_with_neither_a_time_sample_is_the_step(tmp_path: Path,
             time.sleep(0.005)
     assert monitor.report.steps >= 5
     assert "one sample every" in str(meta(monitor.trace, "step_definition"))
+
+
+
+# Run in a process of its own: once dynamo is loaded (by any earlier test in this one) the
+# global hooks stay for good.
+NARROWED = """
+import copy, io, json, sys
+import torch
+from torch import nn
+import torchleak
+from torch.nn.modules import module as torch_module
+from torchleak.record.steps import NARROW_CALLS
+
+def global_hooks():
+    return len(torch_module._global_forward_hooks) + len(torch_module._global_forward_pre_hooks)
+
+class Policy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 2))
+    def forward(self, x):
+        return self.net(x)
+
+class Scored(nn.Module):  # a class with a __call__ of its own
+    calls = 0
+    def __init__(self):
+        super().__init__()
+        self.head = nn.Linear(8, 1)
+    def forward(self, x):
+        return self.head(x)
+    def __call__(self, *args, **kwargs):
+        type(self).calls += 1
+        return super().__call__(*args, **kwargs)
+
+own_call = Scored.__dict__["__call__"]
+out = {"dynamo_at_start": "torch._dynamo" in sys.modules, "narrow_calls": NARROW_CALLS}
+before = global_hooks()
+policy = Policy()
+with torch.no_grad(), torchleak.monitor(out="rollout", quiet=True) as monitor:
+    for call in range(60):
+        policy(torch.randn(4, 8))
+        if "narrowed_at" not in out and global_hooks() == before:
+            out["narrowed_at"] = call + 1
+            out["patched"] = "__call__" in Policy.__dict__
+    buffer = io.BytesIO()
+    torch.save(policy, buffer)  # nothing of ours on the instance
+    twin = copy.deepcopy(policy)
+    for _ in range(10):
+        twin(torch.randn(4, 8))  # another instance of the class: still the step
+    buffer.seek(0)
+    loaded = torch.load(buffer, weights_only=False)
+    out["loaded_equal"] = torch.equal(loaded.net[0].weight, policy.net[0].weight)
+out["steps"] = monitor.report.steps
+out["restored"] = "__call__" not in Policy.__dict__ and global_hooks() == before
+
+scored = Scored()
+with torch.no_grad(), torchleak.monitor(out="own", quiet=True) as monitor:
+    for call in range(40):
+        if call == 30:
+            try:
+                scored(torch.randn(4, 3))  # wrong width: raises, closes no step
+            except RuntimeError:
+                out["raised"] = True
+        scored(torch.randn(4, 8))
+out["scored_calls"] = Scored.calls
+out["scored_steps"] = monitor.report.steps
+out["own_call_back"] = Scored.__dict__["__call__"] is own_call
+
+from torch._dynamo.testing import CompileCounter  # dynamo loads after narrowing
+policy, counter = Policy(), CompileCounter()
+with torch.no_grad(), torchleak.monitor(out="late", quiet=True) as monitor:
+    for _ in range(30):
+        policy(torch.randn(2, 8))
+    out["wide_again"] = global_hooks() == before + 2 and "__call__" not in Policy.__dict__
+    compiled = torch.compile(policy, backend=counter)
+    for _ in range(20):
+        compiled(torch.randn(2, 8))
+    out["frames"] = counter.frame_count
+out["late_steps"] = monitor.report.steps
+print(json.dumps(out))
+"""
+
+
+def test_a_loop_with_no_optimizer_keeps_the_global_hooks_only_until_its_step_is_known(
+        tmp_path: Path) -> None:
+    """Then the outermost classes' ``__call__`` counts the steps (submodule calls take
+    torch's fast path again): every instance of them is counted, pickled and copied as
+    under python, a class's own ``__call__`` still runs and comes back, a raising forward
+    closes no step, and a module compiled later gets the hooks back first."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "rollout.py"
+    script.write_text(NARROWED)
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["dynamo_at_start"] is False
+    assert out["narrowed_at"] == out["narrow_calls"] and out["patched"]
+    assert out["loaded_equal"]
+    assert out["steps"] == 70 - 8  # the first 8 calls never close a step
+    assert out["restored"]
+    assert out["raised"] and out["scored_calls"] == 41 and out["scored_steps"] == 40 - 8
+    assert out["own_call_back"]
+    assert out["wide_again"]
+    assert out["frames"] == 1  # compiled once, the hooks in place
+    # The compiled module's calls count, as with the hooks alone: its wrapper, a class of
+    # its own, takes over as the step at its second call.
+    assert out["late_steps"] == 50 - 8 - 1

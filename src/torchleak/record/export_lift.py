@@ -48,7 +48,7 @@ class ExportLift:
     def __init__(self, handles: Handles) -> None:
         self._handles = handles
         self._wrapped: tuple[Any, Any] | None = None  # torch's tracer, our wrapper
-        self._finder: _WrapOnLoad | None = None
+        self._finder: HandOverOnLoad | None = None
         self.graphs_made = 0  # dynamo graphs made inside exports
 
     def install(self) -> None:
@@ -59,7 +59,7 @@ class ExportLift:
         if module is not None:
             self._wrap(module)
         elif "torch" in sys.modules:
-            self._finder = _WrapOnLoad(TRACE_MODULE, self._loaded)
+            self._finder = HandOverOnLoad(TRACE_MODULE, self._loaded)
             sys.meta_path.insert(0, self._finder)
 
     def uninstall(self) -> None:
@@ -119,7 +119,7 @@ class ExportLift:
                     hooks.update(ordered)
 
 
-class _WrapOnLoad(importlib.abc.MetaPathFinder):
+class HandOverOnLoad(importlib.abc.MetaPathFinder):
     """Finds one module the way the finders after it would, and hands it to ``loaded``
     once its code has run (before the import statement that loaded it returns)."""
 

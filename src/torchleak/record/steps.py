@@ -19,7 +19,7 @@ learned like optimizer cycles (a policy and a value network called in turn make 
 step). The first ``LEARNING_CALLS`` (8) such calls never close a step (a training loop's
 forwards before its first optimizer step: accumulated micro-batches, a GAN's passes), and
 the hooks go away at the first optimizer step, so a training loop pays for them only
-until then. With neither, a sample every ``TimeSteps.INTERVAL`` seconds is the step, once the
+until then; a loop with no optimizer only until its step is known (``ForwardSteps``). With neither, a sample every ``TimeSteps.INTERVAL`` seconds is the step, once the
 program has run ``TimeSteps.IDLE`` seconds with torch and no other step.
 ``torchleak.watch().step()`` is the explicit choice; once it is used, nothing else counts.
 """
@@ -30,11 +30,11 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from types import FrameType
+from types import FrameType, FunctionType
 from typing import Any, Protocol
 
 from torchleak.record import compiled_steps
-from torchleak.record.export_lift import ExportLift
+from torchleak.record.export_lift import ExportLift, HandOverOnLoad
 from torchleak.record.outbox import Outbox
 
 
@@ -117,6 +117,11 @@ class StepClock:
         self.manual = True
         return True
 
+    @property
+    def learned(self) -> bool:
+        """The cycle is known: its first member was seen again."""
+        return self._closer is not None and not self._learning
+
 
 Boundary = Callable[[FrameType | None], None]
 # torch's tables of global module hooks (``_has_any_global_hook`` reads these).
@@ -127,6 +132,16 @@ GLOBAL_HOOK_TABLES = ("_global_backward_pre_hooks", "_global_backward_hooks",
 # Outermost forward calls that never close a step: a training loop's forwards before its
 # first optimizer step (a GAN's D and G passes, accumulated micro-batches) are not steps.
 LEARNING_CALLS = 8
+# After this many outermost calls with the cycle learned, the global hooks give way to a
+# wrapper of the outermost modules' classes' ``__call__`` (``ForwardSteps._narrow``): a
+# loop with no optimizer otherwise pays torch's slow call path at every module call for
+# the whole run. With more outermost classes than NARROW_CLASSES the hooks stay.
+NARROW_CALLS = 16
+NARROW_CLASSES = 4
+_ABSENT = object()  # a class with no ``__call__`` of its own
+# Once dynamo is loaded the global hooks stay (back, if it loads later): a compiled
+# module's calls are counted at its wrapper's eager call, which only they see.
+DYNAMO = "torch._dynamo"
 
 
 class ForwardSteps:
@@ -135,8 +150,15 @@ class ForwardSteps:
     Two global hooks (before and after every module's forward) keep a per-thread depth:
     a forward that returns to depth 0 was the outermost. Any global hook sends every
     module call through torch's slower call path: ~3-7 us more per module call in all
-    (``benchmarks/forward_steps.py``, BENCHMARKS.md), paid only while no optimizer step
-    has been seen. Inside ``torch.compile`` both hooks return at once (no graph break).
+    (``benchmarks/forward_steps.py``, BENCHMARKS.md). A training loop pays it until its
+    first optimizer step. A loop with no optimizer pays it only until its step is known
+    (``NARROW_CALLS``): then the hooks give way to a ``__call__`` on the classes of the
+    outermost modules (~1 us per outermost call; every instance of those classes, one
+    rebuilt each step included; nothing on the instances, so pickling and copying a
+    module are as under python). Only while dynamo is not loaded: a compiled module's
+    calls are seen by the hooks alone, so when it loads (``torch.compile``,
+    ``torch.export``) the hooks come back first. Inside ``torch.compile`` hooks and
+    wrapper step aside at once (no graph break).
     """
 
     def __init__(self, on_boundary: Boundary) -> None:
@@ -150,6 +172,14 @@ class ForwardSteps:
         self.steps = 0  # boundaries made
         self.inert = False  # steps come from elsewhere now; the hooks return at once
         self._export = ExportLift(lambda: self._handles)  # torch.export never sees them
+        self._hooks: tuple[Callable[..., None], Callable[..., None]] | None = None
+        self._local = threading.local()  # the depth of module calls on each thread
+        # The classes of the outermost modules (weakly: a class keeps its module alive).
+        self._outer_classes: dict[int, weakref.ref[type]] = {}
+        self._stay_wide = False  # the global hooks stay (too many classes, compiled code)
+        self._patched: list[tuple[type, Any, Any]] = []  # (class, its own __call__, ours)
+        self._dynamo_finder: HandOverOnLoad | None = None  # widens when dynamo loads
+        self.narrowed = False
 
     def install(self) -> None:
         import torch
@@ -157,7 +187,7 @@ class ForwardSteps:
                                              register_module_forward_pre_hook)
 
         is_compiling = torch.compiler.is_compiling
-        local = threading.local()
+        local = self._local
         outermost = self._outermost
         steps = self
 
@@ -182,11 +212,20 @@ class ForwardSteps:
 
         # No always_call: it costs ~2 us more per module call; a raising forward is
         # recovered from in `before`.
+        self._hooks = (before, after)
+        self._install_global()
+        self._export.install()
+        self._graphs_before = compiled_steps.unique_graphs()
+
+    def _install_global(self) -> None:
+        from torch.nn.modules.module import (register_module_forward_hook,
+                                             register_module_forward_pre_hook)
+
+        assert self._hooks is not None
+        before, after = self._hooks
         self._handles = [register_module_forward_pre_hook(before),
                          register_module_forward_hook(after)]
-        self._export.install()
         self._hide_from_compile_warning()
-        self._graphs_before = compiled_steps.unique_graphs()
 
     def remove(self, final: bool = False) -> None:
         """For good: an optimizer step or ``watch().step()`` defines the steps now. When
@@ -201,8 +240,91 @@ class ForwardSteps:
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
+        self._drop_dynamo_finder()
+        self._unpatch()
         self._export.uninstall()
         self._show_to_compile_warning()
+
+    def _narrow(self) -> None:
+        """Global hooks out, a ``__call__`` on each outermost class in (see the class doc).
+        Called at an outermost call's end, inside torch's hook loop (it iterates a copy)."""
+        classes = [ref() for ref in self._outer_classes.values()]
+        if any(cls is None or not self._patchable(cls) for cls in classes):
+            self._stay_wide = True
+            return
+        for cls in classes:
+            self._patch(cls)  # type: ignore[arg-type]
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
+        self._show_to_compile_warning()
+        self.narrowed = True
+        self._dynamo_finder = HandOverOnLoad(DYNAMO, self._dynamo_loaded)
+        sys.meta_path.insert(0, self._dynamo_finder)
+
+    def _dynamo_loaded(self, module: Any) -> None:
+        """``torch.compile`` or ``torch.export`` is about to be used: the global hooks
+        back (on the importing thread, outside any hook loop of torch's)."""
+        self._drop_dynamo_finder()
+        if not self.narrowed or self.inert:
+            return
+        self._unpatch()
+        self._install_global()
+        self.narrowed = False
+        self._stay_wide = True
+
+    def _drop_dynamo_finder(self) -> None:
+        finder, self._dynamo_finder = self._dynamo_finder, None
+        if finder is not None and finder in sys.meta_path:
+            sys.meta_path.remove(finder)
+
+    @staticmethod
+    def _patchable(cls: type) -> bool:
+        own = cls.__dict__.get("__call__", _ABSENT)
+        return own is _ABSENT or type(own) is FunctionType
+
+    def _patch(self, cls: type) -> None:
+        import torch
+
+        own = cls.__dict__.get("__call__", _ABSENT)
+        is_compiling = torch.compiler.is_compiling
+        # Weakly: ``torch.compile(module)`` keeps the ``__call__`` it found for good, so
+        # a module compiled during the run calls this one after it (inert), and must not
+        # keep the recorder alive.
+        ref = weakref.ref(self)
+
+        def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+            call = super(cls, module).__call__ if own is _ABSENT else own.__get__(module, cls)
+            if is_compiling():  # first: compiled code never reads (or guards on) our state
+                return call(*args, **kwargs)
+            steps = ref()
+            if steps is None or steps.inert:
+                return call(*args, **kwargs)
+            local = steps._local
+            depth = getattr(local, "depth", 0)
+            local.depth = depth + 1
+            try:
+                result = call(*args, **kwargs)
+            finally:
+                local.depth = depth
+            if depth == 0:  # a forward that raised closes no step, as with the hooks
+                steps._outermost(module)
+            return result
+
+        __call__.__qualname__ = f"{cls.__qualname__}.__call__"
+        cls.__call__ = __call__  # type: ignore[method-assign, operator]
+        self._patched.append((cls, own, __call__))
+
+    def _unpatch(self) -> None:
+        """Each class's own ``__call__`` back, unless someone replaced ours since."""
+        patched, self._patched = self._patched, []
+        for cls, own, ours in patched:
+            if cls.__dict__.get("__call__") is not ours:
+                continue
+            if own is _ABSENT:
+                delattr(cls, "__call__")
+            else:
+                cls.__call__ = own  # type: ignore[method-assign]
 
     def _hide_from_compile_warning(self) -> None:
         """A ``torch.compile``d module warns on every call while any global module hook
@@ -249,6 +371,23 @@ class ForwardSteps:
         if self._clock.observe(id(type(module))) and self.calls > LEARNING_CALLS:
             self.steps += 1
             self._on_boundary(sys._getframe(2))
+        if not self.narrowed and not self._stay_wide and not self.inert:
+            self._note_outer(type(module))
+
+    def _note_outer(self, kind: type) -> None:
+        """An outermost call's class while the global hooks are on; narrow once the step
+        is known."""
+        if id(kind) not in self._outer_classes:
+            if len(self._outer_classes) >= NARROW_CLASSES:
+                self._stay_wide = True
+                return
+            self._outer_classes[id(kind)] = weakref.ref(kind)
+        if self.calls < NARROW_CALLS or not self._clock.learned:
+            return
+        if DYNAMO in sys.modules:  # compiled modules are counted by the hooks alone
+            self._stay_wide = True
+            return
+        self._narrow()
 
 
 class TimeSteps:
