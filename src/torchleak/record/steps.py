@@ -248,12 +248,19 @@ class ForwardSteps:
     def _narrow(self) -> None:
         """Global hooks out, a ``__call__`` on each outermost class in (see the class doc).
         Called at an outermost call's end, inside torch's hook loop (it iterates a copy)."""
+        if self.narrowed:
+            return
         classes = [ref() for ref in self._outer_classes.values()]
         if any(cls is None or not self._patchable(cls) for cls in classes):
             self._stay_wide = True
             return
-        for cls in classes:
-            self._patch(cls)  # type: ignore[arg-type]
+        try:
+            for cls in classes:
+                self._patch(cls)  # type: ignore[arg-type]
+        except (TypeError, AttributeError):  # a class that refuses new attributes
+            self._unpatch()
+            self._stay_wide = True
+            return
         handles, self._handles = self._handles, []
         for handle in handles:
             handle.remove()
@@ -318,7 +325,7 @@ class ForwardSteps:
     def _unpatch(self) -> None:
         """Each class's own ``__call__`` back, unless someone replaced ours since."""
         patched, self._patched = self._patched, []
-        for cls, own, ours in patched:
+        for cls, own, ours in reversed(patched):
             if cls.__dict__.get("__call__") is not ours:
                 continue
             if own is _ABSENT:
