@@ -18,7 +18,9 @@ boundary hook runs) and writes the times to a file. We print:
   spent in expensive probes (``meta.monitor_seconds``).
 
 Workloads (calibrated on a 2-core VM, ``torch.set_num_threads(1)``): ``tiny`` is an MLP
-with ~1 ms steps, ``medium`` a wider MLP with ~30 ms steps. With ``--device cuda`` the same
+with ~1 ms steps, ``medium`` a wider MLP with ~30 ms steps, ``rollout`` a deeper MLP's
+forward calls under ``no_grad`` with no optimizer (each call is a step: the forward-call
+boundary). With ``--device cuda`` the same
 models train on the GPU and each step ends with ``torch.cuda.synchronize()``, so a step's
 time holds its kernels and torchleak's reads of the caching allocator.
 """
@@ -59,7 +61,7 @@ import time
 import torch
 
 width, depth, batch, steps, warmup = (int(a) for a in sys.argv[1:6])
-out, device = sys.argv[6], sys.argv[7]
+out, device, kind = sys.argv[6], sys.argv[7], sys.argv[8]
 sync = torch.cuda.synchronize if device == "cuda" else (lambda: None)
 ''' + MODEL + '''times = []
 loop_start = None
@@ -67,10 +69,14 @@ for step in range(warmup + steps):
     if step == warmup:
         loop_start = time.perf_counter()
     start = time.perf_counter()
-    loss = torch.nn.functional.cross_entropy(model(x), y)
-    optimizer.zero_grad()
-    loss.backward()
-    optimizer.step()
+    if kind == "rollout":  # no optimizer step: a step is one forward call
+        with torch.no_grad():
+            model(x)
+    else:
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
     sync()
     if step >= warmup:
         times.append(time.perf_counter() - start)
@@ -89,11 +95,14 @@ class Workload:
     steps: int
     warmup: int
     device: str = "cpu"
+    kind: str = "train"  # or "rollout": forward calls only, no optimizer
 
 
 WORKLOADS = (
     Workload("tiny (~1 ms steps)", width=128, depth=2, batch=64, steps=3000, warmup=100),
     Workload("medium (~30 ms steps)", width=512, depth=3, batch=448, steps=150, warmup=10),
+    Workload("rollout (forward only, no optimizer, 13 modules)", width=128, depth=6,
+             batch=64, steps=3000, warmup=100, kind="rollout"),
 )
 
 
@@ -112,7 +121,7 @@ def run_once(script: Path, work: Workload, folder: Path, monitored: bool, index:
     """``source``: another tree's ``src`` folder to record with (a baseline)."""
     times_file = folder / f"times-{'mon' if monitored else 'plain'}-{index}.json"
     args = [str(script), str(work.width), str(work.depth), str(work.batch), str(work.steps),
-            str(work.warmup), str(times_file), work.device]
+            str(work.warmup), str(times_file), work.device, work.kind]
     out = folder / f"run-{index}"
     if monitored:
         cmd = [sys.executable, "-m", "torchleak", "run", "--quiet", "--out", str(out), *args]
@@ -196,7 +205,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="runs of each side (default 5)")
     parser.add_argument("--quick", action="store_true", help="2 rounds, fewer steps")
-    parser.add_argument("--only", choices=("tiny", "medium"), help="one workload")
+    parser.add_argument("--only", choices=("tiny", "medium", "rollout"), help="one workload")
     parser.add_argument("--noise", action="store_true",
                         help="A/A: plain against plain, the noise floor of this machine")
     parser.add_argument("--baseline", type=Path, metavar="SRC",

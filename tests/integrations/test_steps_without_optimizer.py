@@ -173,17 +173,25 @@ out["scored_calls"] = Scored.calls
 out["scored_steps"] = monitor.report.steps
 out["own_call_back"] = Scored.__dict__["__call__"] is own_call
 
-from torch._dynamo.testing import CompileCounter  # dynamo loads after narrowing
-policy, counter = Policy(), CompileCounter()
-with torch.no_grad(), torchleak.monitor(out="late", quiet=True) as monitor:
-    for _ in range(30):
-        policy(torch.randn(2, 8))
-    out["wide_again"] = global_hooks() == before + 2 and "__call__" not in Policy.__dict__
-    compiled = torch.compile(policy, backend=counter)
-    for _ in range(20):
-        compiled(torch.randn(2, 8))
-    out["frames"] = counter.frame_count
-out["late_steps"] = monitor.report.steps
+def compiled_late(name):
+    from torch._dynamo.testing import CompileCounter  # the first time: after narrowing
+    from torch._dynamo.eval_frame import OptimizedModule
+    torch._dynamo.reset()
+    policy, counter = Policy(), CompileCounter()
+    with torch.no_grad(), torchleak.monitor(out=name, quiet=True) as monitor:
+        for _ in range(30):
+            policy(torch.randn(2, 8))
+        compiled = torch.compile(policy, backend=counter)
+        for _ in range(20):
+            compiled(torch.randn(2, 8))
+        out[name + "_wrapped"] = "__call__" in OptimizedModule.__dict__ and global_hooks() == before
+        out[name + "_frames"] = counter.frame_count
+    out[name + "_steps"] = monitor.report.steps
+
+compiled_late("late")
+torch.optim.SGD(Policy().parameters(), lr=0.1)  # an optimizer made (it loads dynamo), never stepped
+out["dynamo_loaded"] = "torch._dynamo" in sys.modules
+compiled_late("loaded")
 print(json.dumps(out))
 """
 
@@ -193,7 +201,7 @@ def test_a_loop_with_no_optimizer_keeps_the_global_hooks_only_until_its_step_is_
     """Then the outermost classes' ``__call__`` counts the steps (submodule calls take
     torch's fast path again): every instance of them is counted, pickled and copied as
     under python, a class's own ``__call__`` still runs and comes back, a raising forward
-    closes no step, and a module compiled later gets the hooks back first."""
+    closes no step, and a module compiled later counts as under the hooks."""
     import subprocess
     import sys
 
@@ -210,8 +218,10 @@ def test_a_loop_with_no_optimizer_keeps_the_global_hooks_only_until_its_step_is_
     assert out["restored"]
     assert out["raised"] and out["scored_calls"] == 41 and out["scored_steps"] == 40 - 8
     assert out["own_call_back"]
-    assert out["wide_again"]
-    assert out["frames"] == 1  # compiled once, the hooks in place
-    # The compiled module's calls count, as with the hooks alone: its wrapper, a class of
-    # its own, takes over as the step at its second call.
-    assert out["late_steps"] == 50 - 8 - 1
+    assert out["dynamo_loaded"]
+    for name in ("late", "loaded"):  # compiled after narrowing; dynamo loaded before it
+        assert out[f"{name}_wrapped"]  # torch.compile's wrapper class counts, no hooks back
+        assert out[f"{name}_frames"] == 1  # compiled once
+        # Counted as under the hooks alone: the wrapper, a class of its own, takes over as
+        # the step at its second call.
+        assert out[f"{name}_steps"] == 50 - 8 - 1

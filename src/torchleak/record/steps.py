@@ -139,9 +139,9 @@ LEARNING_CALLS = 8
 NARROW_CALLS = 16
 NARROW_CLASSES = 4
 _ABSENT = object()  # a class with no ``__call__`` of its own
-# Once dynamo is loaded the global hooks stay (back, if it loads later): a compiled
-# module's calls are counted at its wrapper's eager call, which only they see.
-DYNAMO = "torch._dynamo"
+# Where ``torch.compile``'s module wrapper is defined: its class gets our ``__call__``
+# too (a compiled module's calls are its wrapper's eager calls), now or when it loads.
+EVAL_FRAME = "torch._dynamo.eval_frame"
 
 
 class ForwardSteps:
@@ -155,10 +155,10 @@ class ForwardSteps:
     (``NARROW_CALLS``): then the hooks give way to a ``__call__`` on the classes of the
     outermost modules (~1 us per outermost call; every instance of those classes, one
     rebuilt each step included; nothing on the instances, so pickling and copying a
-    module are as under python). Only while dynamo is not loaded: a compiled module's
-    calls are seen by the hooks alone, so when it loads (``torch.compile``,
-    ``torch.export``) the hooks come back first. Inside ``torch.compile`` hooks and
-    wrapper step aside at once (no graph break).
+    module are as under python); ``torch.compile``'s module wrapper class gets it too, so
+    a module compiled later is counted as the hooks counted it. Inside ``torch.compile``
+    hooks and wrapper step aside at once (no graph break); code compiled while the hooks
+    were on keeps them (no narrowing then).
     """
 
     def __init__(self, on_boundary: Boundary) -> None:
@@ -178,7 +178,7 @@ class ForwardSteps:
         self._outer_classes: dict[int, weakref.ref[type]] = {}
         self._stay_wide = False  # the global hooks stay (too many classes, compiled code)
         self._patched: list[tuple[type, Any, Any]] = []  # (class, its own __call__, ours)
-        self._dynamo_finder: HandOverOnLoad | None = None  # widens when dynamo loads
+        self._dynamo_finder: HandOverOnLoad | None = None  # patches OptimizedModule
         self.narrowed = False
 
     def install(self) -> None:
@@ -266,19 +266,25 @@ class ForwardSteps:
             handle.remove()
         self._show_to_compile_warning()
         self.narrowed = True
-        self._dynamo_finder = HandOverOnLoad(DYNAMO, self._dynamo_loaded)
-        sys.meta_path.insert(0, self._dynamo_finder)
+        loaded = sys.modules.get(EVAL_FRAME)
+        if loaded is not None:
+            self._compiler_loaded(loaded)
+        else:
+            self._dynamo_finder = HandOverOnLoad(EVAL_FRAME, self._compiler_loaded)
+            sys.meta_path.insert(0, self._dynamo_finder)
 
-    def _dynamo_loaded(self, module: Any) -> None:
-        """``torch.compile`` or ``torch.export`` is about to be used: the global hooks
-        back (on the importing thread, outside any hook loop of torch's)."""
+    def _compiler_loaded(self, module: Any) -> None:
+        """``torch.compile``'s module wrapper counts like the modules it wraps did under
+        the hooks: its class gets our ``__call__``."""
         self._drop_dynamo_finder()
-        if not self.narrowed or self.inert:
+        wrapper = getattr(module, "OptimizedModule", None)
+        if not self.narrowed or self.inert or not isinstance(wrapper, type) or \
+                not self._patchable(wrapper):
             return
-        self._unpatch()
-        self._install_global()
-        self.narrowed = False
-        self._stay_wide = True
+        try:
+            self._patch(wrapper)
+        except (TypeError, AttributeError):
+            pass
 
     def _drop_dynamo_finder(self) -> None:
         finder, self._dynamo_finder = self._dynamo_finder, None
@@ -391,7 +397,8 @@ class ForwardSteps:
             self._outer_classes[id(kind)] = weakref.ref(kind)
         if self.calls < NARROW_CALLS or not self._clock.learned:
             return
-        if DYNAMO in sys.modules:  # compiled modules are counted by the hooks alone
+        # Code compiled while the hooks were on has them in its guards: they stay.
+        if compiled_steps.unique_graphs() - self._graphs_before - self._export.graphs_made:
             self._stay_wide = True
             return
         self._narrow()
