@@ -19,7 +19,8 @@ learned like optimizer cycles (a policy and a value network called in turn make 
 step). The first ``LEARNING_CALLS`` (8) such calls never close a step (a training loop's
 forwards before its first optimizer step: accumulated micro-batches, a GAN's passes), and
 the hooks go away at the first optimizer step, so a training loop pays for them only
-until then; a loop with no optimizer only until its step is known (``ForwardSteps``). With neither, a sample every ``TimeSteps.INTERVAL`` seconds is the step, once the
+until then; a loop with no optimizer only until its step is known (``ForwardSteps``).
+With neither, a sample every ``TimeSteps.INTERVAL`` seconds is the step, once the
 program has run ``TimeSteps.IDLE`` seconds with torch and no other step.
 ``torchleak.watch().step()`` is the explicit choice; once it is used, nothing else counts.
 """
