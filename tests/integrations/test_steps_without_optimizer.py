@@ -157,6 +157,9 @@ with torch.no_grad(), torchleak.monitor(out="rollout", quiet=True) as monitor:
     buffer.seek(0)
     loaded = torch.load(buffer, weights_only=False)
     out["loaded_equal"] = torch.equal(loaded.net[0].weight, policy.net[0].weight)
+    import cloudpickle  # copies a class of __main__ by value, its __dict__ included
+    with open("policy.pkl", "wb") as handle:
+        handle.write(cloudpickle.dumps(policy))
 out["steps"] = monitor.report.steps
 out["restored"] = "__call__" not in Policy.__dict__ and global_hooks() == before
 
@@ -196,15 +199,27 @@ print(json.dumps(out))
 """
 
 
+# Where a module pickled by value during the run is unpickled: no torchleak there.
+UNPICKLED = """
+import pickle, sys
+sys.modules["torchleak"] = None
+import torch
+policy = pickle.load(open("policy.pkl", "rb"))
+print(tuple(policy(torch.randn(3, 8)).shape))
+"""
+
+
 def test_a_loop_with_no_optimizer_keeps_the_global_hooks_only_until_its_step_is_known(
         tmp_path: Path) -> None:
     """Then the outermost classes' ``__call__`` counts the steps (submodule calls take
     torch's fast path again): every instance of them is counted, pickled and copied as
-    under python, a class's own ``__call__`` still runs and comes back, a raising forward
-    closes no step, and a module compiled later counts as under the hooks."""
+    under python (cloudpickle's copy by value included, unpickled with no torchleak), a
+    class's own ``__call__`` still runs and comes back, a raising forward closes no step,
+    and a module compiled later counts as under the hooks."""
     import subprocess
     import sys
 
+    pytest.importorskip("cloudpickle")
     script = tmp_path / "rollout.py"
     script.write_text(NARROWED)
     done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
@@ -225,3 +240,7 @@ def test_a_loop_with_no_optimizer_keeps_the_global_hooks_only_until_its_step_is_
         # Counted as under the hooks alone: the wrapper, a class of its own, takes over as
         # the step at its second call.
         assert out[f"{name}_steps"] == 50 - 8 - 1
+    (tmp_path / "unpickle.py").write_text(UNPICKLED)
+    copy = subprocess.run([sys.executable, "unpickle.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert copy.returncode == 0 and copy.stdout.strip() == "(3, 2)", copy.stderr

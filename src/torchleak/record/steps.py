@@ -27,6 +27,7 @@ program has run ``TimeSteps.IDLE`` seconds with torch and no other step.
 
 from __future__ import annotations
 
+import builtins
 import sys
 import threading
 import weakref
@@ -140,6 +141,8 @@ LEARNING_CALLS = 8
 NARROW_CALLS = 16
 NARROW_CLASSES = 4
 _ABSENT = object()  # a class with no ``__call__`` of its own
+# id(ForwardSteps) -> a weak reference to it: how a class's ``__call__`` of ours finds it.
+_NARROWED: dict[int, weakref.ref[ForwardSteps]] = {}
 # Where ``torch.compile``'s module wrapper is defined: its class gets our ``__call__``
 # too (a compiled module's calls are its wrapper's eager calls), now or when it loads.
 EVAL_FRAME = "torch._dynamo.eval_frame"
@@ -300,37 +303,17 @@ class ForwardSteps:
     def _patch(self, cls: type) -> None:
         import torch
 
-        own = cls.__dict__.get("__call__", _ABSENT)
-        is_compiling = torch.compiler.is_compiling
-        # Weakly: ``torch.compile(module)`` keeps the ``__call__`` it found for good, so
-        # a module compiled during the run calls this one after it (inert), and must not
-        # keep the recorder alive.
-        ref = weakref.ref(self)
-
-        def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
-            call = super(cls, module).__call__ if own is _ABSENT else own.__get__(module, cls)
-            if is_compiling():  # first: compiled code never reads (or guards on) our state
-                return call(*args, **kwargs)
-            steps = ref()
-            if steps is None or steps.inert:
-                return call(*args, **kwargs)
-            local = steps._local
-            depth = getattr(local, "depth", 0)
-            local.depth = depth + 1
-            try:
-                result = call(*args, **kwargs)
-            finally:
-                local.depth = depth
-            if depth == 0:  # a forward that raised closes no step, as with the hooks
-                steps._outermost(module)
-            return result
-
-        __call__.__qualname__ = f"{cls.__qualname__}.__call__"
-        cls.__call__ = __call__  # type: ignore[method-assign, operator]
-        self._patched.append((cls, own, __call__))
+        found = cls.__dict__.get("__call__", _ABSENT)
+        own = None if found is _ABSENT else found
+        key = id(self)
+        _NARROWED[key] = weakref.ref(self)  # weakly: see ``counting_call``
+        ours_call = counting_call(cls, own, torch.compiler.is_compiling, key)
+        cls.__call__ = ours_call  # type: ignore[method-assign, operator]
+        self._patched.append((cls, found, ours_call))
 
     def _unpatch(self) -> None:
         """Each class's own ``__call__`` back, unless someone replaced ours since."""
+        _NARROWED.pop(id(self), None)
         patched, self._patched = self._patched, []
         for cls, own, ours in reversed(patched):
             if cls.__dict__.get("__call__") is not ours:
@@ -403,6 +386,47 @@ class ForwardSteps:
             self._stay_wide = True
             return
         self._narrow()
+
+
+def counting_call(cls: type, own: Any, is_compiling: Callable[[], bool],
+                  key: int) -> Callable[..., Any]:
+    """The ``__call__`` ``ForwardSteps`` sets on an outermost module class: it counts a
+    call that returns to depth 0 as an outermost forward, and otherwise calls through to
+    the class's own ``__call__`` (``own``), else its parent's.
+
+    What it holds must survive being pickled by value with no torchleak where it is
+    unpickled: cloudpickle (Ray, joblib) copies a class defined in ``__main__`` with
+    everything in its ``__dict__``. So it holds the class, its own ``__call__`` or None,
+    torch's ``is_compiling`` and an int, has ``sys`` and the builtins for globals, and
+    finds the recorder through ``sys.modules`` (a copy elsewhere finds none and calls
+    through). ``torch.compile(module)`` keeps the ``__call__`` it found: a module compiled
+    during the run calls this one after it too, inert, keeping nothing of ours alive."""
+
+    def __call__(module: Any, *args: Any, **kwargs: Any) -> Any:
+        call = super(cls, module).__call__ if own is None else own.__get__(module, cls)
+        if is_compiling():  # first: compiled code never reads (or guards on) our state
+            return call(*args, **kwargs)
+        ours = sys.modules.get("torchleak.record.steps")
+        ref = None if ours is None else ours._NARROWED.get(key)
+        steps = None if ref is None else ref()
+        if steps is None or steps.inert:
+            return call(*args, **kwargs)
+        local = steps._local
+        depth = getattr(local, "depth", 0)
+        local.depth = depth + 1
+        try:
+            result = call(*args, **kwargs)
+        finally:
+            local.depth = depth
+        if depth == 0:  # a forward that raised closes no step, as with the hooks
+            steps._outermost(module)
+        return result
+
+    made = FunctionType(__call__.__code__, {"sys": sys, "__builtins__": builtins},
+                        "__call__", None, __call__.__closure__)
+    made.__qualname__ = f"{cls.__qualname__}.__call__"
+    made.__module__ = cls.__module__
+    return made
 
 
 class TimeSteps:
