@@ -176,7 +176,6 @@ class ForwardSteps:
         self.steps = 0  # boundaries made
         self.inert = False  # steps come from elsewhere now; the hooks return at once
         self._export = ExportLift(lambda: self._handles)  # torch.export never sees them
-        self._hooks: tuple[Callable[..., None], Callable[..., None]] | None = None
         self._local = threading.local()  # the depth of module calls on each thread
         # The classes of the outermost modules (weakly: a class keeps its module alive).
         self._outer_classes: dict[int, weakref.ref[type]] = {}
@@ -216,20 +215,11 @@ class ForwardSteps:
 
         # No always_call: it costs ~2 us more per module call; a raising forward is
         # recovered from in `before`.
-        self._hooks = (before, after)
-        self._install_global()
-        self._export.install()
-        self._graphs_before = compiled_steps.unique_graphs()
-
-    def _install_global(self) -> None:
-        from torch.nn.modules.module import (register_module_forward_hook,
-                                             register_module_forward_pre_hook)
-
-        assert self._hooks is not None
-        before, after = self._hooks
         self._handles = [register_module_forward_pre_hook(before),
                          register_module_forward_hook(after)]
+        self._export.install()
         self._hide_from_compile_warning()
+        self._graphs_before = compiled_steps.unique_graphs()
 
     def remove(self, final: bool = False) -> None:
         """For good: an optimizer step or ``watch().step()`` defines the steps now. When
@@ -241,13 +231,16 @@ class ForwardSteps:
         seen_ours = compiled_steps.unique_graphs() - self._graphs_before - self._export.graphs_made
         if not final and seen_ours > 0:
             return
-        handles, self._handles = self._handles, []
-        for handle in handles:
-            handle.remove()
+        self._remove_global()
         self._drop_dynamo_finder()
         self._unpatch()
         self._export.uninstall()
         self._show_to_compile_warning()
+
+    def _remove_global(self) -> None:
+        handles, self._handles = self._handles, []
+        for handle in handles:
+            handle.remove()
 
     def _narrow(self) -> None:
         """Global hooks out, a ``__call__`` on each outermost class in (see the class doc).
@@ -258,6 +251,7 @@ class ForwardSteps:
         if any(cls is None or not self._patchable(cls) for cls in classes):
             self._stay_wide = True
             return
+        _NARROWED[id(self)] = weakref.ref(self)  # weakly: see ``counting_call``
         try:
             for cls in classes:
                 self._patch(cls)  # type: ignore[arg-type]
@@ -265,9 +259,7 @@ class ForwardSteps:
             self._unpatch()
             self._stay_wide = True
             return
-        handles, self._handles = self._handles, []
-        for handle in handles:
-            handle.remove()
+        self._remove_global()
         self._show_to_compile_warning()
         self.narrowed = True
         loaded = sys.modules.get(EVAL_FRAME)
@@ -305,9 +297,7 @@ class ForwardSteps:
 
         found = cls.__dict__.get("__call__", _ABSENT)
         own = None if found is _ABSENT else found
-        key = id(self)
-        _NARROWED[key] = weakref.ref(self)  # weakly: see ``counting_call``
-        ours_call = counting_call(cls, own, torch.compiler.is_compiling, key)
+        ours_call = counting_call(cls, own, torch.compiler.is_compiling, id(self))
         cls.__call__ = ours_call  # type: ignore[method-assign, operator]
         self._patched.append((cls, found, ours_call))
 

@@ -42,10 +42,9 @@ def is_a(obj: Any, cls: type | tuple[type, ...]) -> bool:
 _BASE_OF_EXACT: dict[type, type | None] = {
     **{kind: kind for kind in CONTAINER_TYPES},
     **{kind: None for kind in (str, int, float, bool, complex, bytes, bytearray, type(None))}}
-# Exact builtin types whose ``sys.getsizeof`` is their own C ``__sizeof__`` plus the GC
-# header, what ``sizeof`` computes the long way.
-_BUILTIN_SIZEOF = frozenset({*CONTAINER_TYPES, str, int, float, bool, complex, bytes,
-                             bytearray, type(None)})
+# The same exact builtin types: their ``sys.getsizeof`` is their own C ``__sizeof__``
+# plus the GC header, what ``sizeof`` computes the long way.
+_BUILTIN_SIZEOF = frozenset(_BASE_OF_EXACT)
 
 
 def container_base(obj: Any) -> type | None:

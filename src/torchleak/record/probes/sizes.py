@@ -94,7 +94,7 @@ def element_footprint(obj: Any, depth: int = 2, graphs: bool = True) -> Footprin
     array_bytes = ndarray_bytes(obj)
     if array_bytes is not None:
         return Footprint(float(access.sizeof(obj) + array_bytes))
-    if type(obj) in _SCALARS or depth <= 0:
+    if depth <= 0:  # scalars returned above
         return Footprint(float(access.sizeof(obj)))
     if access.container_base(obj) is None:
         return object_footprint(obj, depth - 1, graphs) if owned_object(obj) else Footprint(
