@@ -25,11 +25,13 @@ from torchleak.errors import EXIT_NOPERM
 from .attachkit import LEAKY, NOBODY, TORCHLEAK, LiveRun, attach, child_env, trace_rows
 
 # Started by an eval: a thread that prints on both streams long after the eval returned.
+# One write per line: print() writes its words, spaces and newline apart, so five threads
+# printing at once interleave mid-line under python too ("chatter 199chatter 21").
 CHATTER = textwrap.dedent("""
     import sys, threading, time
     def chatter(n=200):
         for i in range(n):
-            print("chatter", i)
+            sys.stdout.write(f"chatter {i}\\n")
             sys.stderr.write(f"chatter-err {i}\\n")
             time.sleep(0.001)
     threading.Thread(target=chatter, daemon=False).start()
