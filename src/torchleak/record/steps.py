@@ -226,16 +226,18 @@ class ForwardSteps:
         ``torch.compile`` has compiled code already, its guards saw our hooks: removing
         them would recompile it, so they stay, inert (``final``: the run is over)."""
         self.inert = True
-        # Only graphs made while ours were installed saw them, less those of exports
-        # (traced without them).
-        seen_ours = compiled_steps.unique_graphs() - self._graphs_before - self._export.graphs_made
-        if not final and seen_ours > 0:
+        if not final and self._graphs_seen_ours():
             return
         self._remove_global()
         self._drop_dynamo_finder()
         self._unpatch()
         self._export.uninstall()
         self._show_to_compile_warning()
+
+    def _graphs_seen_ours(self) -> int:
+        """Compiled graphs made while our hooks were installed (their guards saw them),
+        less those of exports (traced without them)."""
+        return compiled_steps.unique_graphs() - self._graphs_before - self._export.graphs_made
 
     def _remove_global(self) -> None:
         handles, self._handles = self._handles, []
@@ -372,7 +374,7 @@ class ForwardSteps:
         if self.calls < NARROW_CALLS or not self._clock.learned:
             return
         # Code compiled while the hooks were on has them in its guards: they stay.
-        if compiled_steps.unique_graphs() - self._graphs_before - self._export.graphs_made:
+        if self._graphs_seen_ours():
             self._stay_wide = True
             return
         self._narrow()
