@@ -209,6 +209,16 @@ def run_cli(folder: Path, source: str, *options: str, timeout: float = 120,
     return proc, report
 
 
+def run_plain(folder: Path, source: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``python plain.py`` in a fresh process, with ``run_cli``'s environment: the script's
+    own behaviour, nothing of ours in it."""
+    script = folder / "plain.py"
+    script.write_text(textwrap.dedent(source).lstrip())
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    return subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True,
+                          text=True, timeout=timeout, env=env)
+
+
 def scenario_fixture(scenarios: dict[str, Callable[[], None]],
                      cleanup: list[Callable[[], object]], script: str) -> Any:
     """A ``scenario`` fixture (parametrized indirectly by name) that records each named

@@ -10,7 +10,8 @@ from collections.abc import Callable
 
 import pytest
 import torch
-from harness import (Recorded, assert_healthy, assert_leak, run_cli, scenario_fixture, theil_sen)
+from harness import (Recorded, assert_healthy, assert_leak, run_cli, run_plain, scenario_fixture,
+                     theil_sen)
 from loops import train_with_hook
 
 SCRIPT = __file__
@@ -266,8 +267,13 @@ def test_kept_scalars_name_allocator_retention_with_the_rate_the_process_loses(t
 
     fixed = tmp_path / "fixed"
     fixed.mkdir()
-    proc, report = run_cli(fixed, KEPT_SCALARS.replace("KEEP", "item()"))
+    fixed_source = KEPT_SCALARS.replace("KEEP", "item()")
+    proc, report = run_cli(fixed, fixed_source)
     assert report is not None and report["verdict"] == "no_leak", report
-    # The fix the finding gives is flat by comparison: 0-13% of the leak's rate alone, up to
-    # 21% seen with the whole suite loading the machine (the heap's stairs, not a leak).
-    assert _printed_slope(proc.stdout) < 0.3 * slope
+    # The fix the finding gives is flat by comparison, as the script runs on its own: under
+    # the recorder the process also grows by the live detector's working set while its
+    # series fill (2-7 MiB over these 800 steps, bounded; 2-7 KiB a step against the leak's
+    # 7-115 KiB), which is not the script's behaviour.
+    plain = run_plain(fixed, fixed_source)
+    assert plain.returncode == 0, plain.stderr
+    assert _printed_slope(plain.stdout) < 0.3 * slope
