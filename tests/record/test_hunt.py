@@ -52,7 +52,7 @@ def test_a_hunt_walks_again_spaced_out(tmp_path: Path) -> None:
         assert after - before == max(HUNT_MIN_GAP, before // HUNT_SPREAD)
 
 
-@pytest.mark.parametrize("budget, confirmed", [(0.05, CONFIRM_SAMPLES), (1e-6, 0)])
+@pytest.mark.parametrize("budget, confirmed", [(0.5, CONFIRM_SAMPLES), (1e-6, 0)])
 def test_a_live_suspicion_is_re_measured_within_the_budget(tmp_path: Path, budget: float,
                                                            confirmed: int) -> None:
     # The live detector asks for re-measures of what it suspects after each pass; they are

@@ -38,6 +38,7 @@ from typing import Any, Protocol
 from torchleak.record import compiled_steps
 from torchleak.record.export_lift import ExportLift, HandOverOnLoad
 from torchleak.record.outbox import Outbox
+from torchleak.record.probes.access import current_frames
 
 
 class BoundaryTarget(Protocol):
@@ -451,7 +452,7 @@ class TimeSteps:
         while not self._stop.wait(self.INTERVAL if self.samples else 0):
             if self._other_steps():
                 return
-            frame = sys._current_frames().get(self._loop_thread)
+            frame = current_frames().get(self._loop_thread)
             try:
                 self._on_sample(frame)
             finally:

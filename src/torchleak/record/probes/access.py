@@ -18,6 +18,7 @@ own thread instead (``fastlocals``), and other frames only where that cannot be 
 from __future__ import annotations
 
 import collections
+import gc
 import inspect
 import sys
 from collections.abc import Iterator
@@ -168,6 +169,20 @@ def type_name(obj: Any) -> str:
     kind = type(obj)
     qualname = getattr(obj, "__qualname__", None) if kind.__module__ == "builtins" else None
     return qualname if isinstance(qualname, str) else kind.__qualname__
+
+
+def current_frames() -> dict[int, FrameType]:
+    """``sys._current_frames()`` with the cyclic collector paused. On CPython 3.11 the call
+    holds the interpreter's thread-list lock while it builds its dict; a collection started
+    by that allocation can free a ``threading.local``, whose teardown takes the same lock,
+    and the process hangs for good (seen: a training loop stopped at a holder walk)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return sys._current_frames()
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def frame_locals(frame: FrameType) -> dict[str, Any]:

@@ -69,7 +69,7 @@ class HolderWalker(WalkMemory):
         walk = Walk(self)
         walk.labels = {p: self.labels[p] for p in paths if p in self.labels}
         resolver = Resolver(user_frames(frame) + owner_frames(frame, user_class),
-                            sys._current_frames)
+                            access.current_frames)
         try:
             with torch._C.DisableTorchFunctionSubclass():
                 for path in paths:
@@ -144,7 +144,7 @@ def _thread_roots() -> list[Root]:
     names = {ident: str(access.attribute(t, "_name") or ident)
              for ident, t in list(getattr(threading, "_active", {}).items())}
     roots: list[Root] = []
-    frames = sys._current_frames()
+    frames = access.current_frames()
     # This thread's own frame must never sit in a local here: frame -> local -> frame is a
     # cycle that only the cyclic collector frees, and it would pin every root until then.
     frames.pop(me, None)
