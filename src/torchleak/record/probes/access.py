@@ -175,7 +175,8 @@ def current_frames() -> dict[int, FrameType]:
     """``sys._current_frames()`` with the cyclic collector paused. On CPython 3.11 the call
     holds the interpreter's thread-list lock while it builds its dict; a collection started
     by that allocation can free a ``threading.local``, whose teardown takes the same lock,
-    and the process hangs for good (seen: a training loop stopped at a holder walk)."""
+    and the process hangs for good (seen: a training loop stopped at a holder walk). CPython
+    gh-106883, fixed the same way from 3.11.9 and 3.12; earlier 3.11 releases need this."""
     enabled = gc.isenabled()
     gc.disable()
     try:
