@@ -98,9 +98,8 @@ def record_in_fresh_process(module_file: str, function: str, folder: Path,
         Path({str(folder / "report.json")!r}).write_text(run.report.to_json())
         print(run.trace)
     """)
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, env=env)
+                          timeout=300, env=one_thread_env())
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = Report.from_json((folder / "report.json").read_text())
     assert report is not None
@@ -188,6 +187,12 @@ def assert_rate(value: float | None, truth: float, low: float = 0.5, high: float
 
 # The CLI, end to end --------------------------------------------------------------------
 
+def one_thread_env() -> dict[str, str]:
+    """This environment with torch's thread pools at one thread: the scripts' memory and
+    speed then do not depend on how many cores the machine has."""
+    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+
+
 def run_cli(folder: Path, source: str, *options: str, timeout: float = 120,
             module: str | None = None
             ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any] | None]:
@@ -201,10 +206,10 @@ def run_cli(folder: Path, source: str, *options: str, timeout: float = 120,
     script.write_text(textwrap.dedent(source).lstrip())
     target = ["-m", module] if module is not None else [str(script)]
     out_json = folder / "out.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     proc = subprocess.run([sys.executable, "-m", "torchleak", "run", "--quiet", "--out",
                            str(folder / "run"), "--json", str(out_json), *options, *target],
-                          cwd=folder, capture_output=True, text=True, timeout=timeout, env=env)
+                          cwd=folder, capture_output=True, text=True, timeout=timeout,
+                          env=one_thread_env())
     report = json.loads(out_json.read_text()) if out_json.exists() else None
     return proc, report
 
@@ -214,9 +219,8 @@ def run_plain(folder: Path, source: str, timeout: float = 120) -> subprocess.Com
     own behaviour, nothing of ours in it."""
     script = folder / "plain.py"
     script.write_text(textwrap.dedent(source).lstrip())
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     return subprocess.run([sys.executable, str(script)], cwd=folder, capture_output=True,
-                          text=True, timeout=timeout, env=env)
+                          text=True, timeout=timeout, env=one_thread_env())
 
 
 def scenario_fixture(scenarios: dict[str, Callable[[], None]],

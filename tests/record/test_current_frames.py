@@ -8,19 +8,29 @@ import gc
 import sys
 import threading
 
+import pytest
+
 from torchleak.record.probes.access import current_frames
 
 
-def test_current_frames_sees_other_threads_with_the_collector_paused_then_restored() -> None:
+def test_current_frames_sees_other_threads_with_the_collector_paused_then_restored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
     started, release = threading.Event(), threading.Event()
-    seen: list[bool] = []
+    reading: list[bool] = []  # non-empty while sys._current_frames() runs
+    inside: list[bool] = []  # per collection: whether it started during that read
     original = gc.callbacks[:]
+    read = sys._current_frames
+
+    def watched_read() -> dict[int, object]:
+        reading.append(True)
+        try:
+            return read()
+        finally:
+            reading.pop()
 
     def watch(phase: str, info: dict[str, int]) -> None:
-        frame = sys._getframe(1)
-        while frame is not None:  # a collection started inside the read
-            seen.append(frame.f_code.co_name == "current_frames")
-            frame = frame.f_back
+        if phase == "start":
+            inside.append(bool(reading))
 
     def wait() -> None:
         started.set()
@@ -30,11 +40,12 @@ def test_current_frames_sees_other_threads_with_the_collector_paused_then_restor
     worker.start()
     started.wait(30)
     was = gc.get_threshold()
+    monkeypatch.setattr(sys, "_current_frames", watched_read)
     try:
         gc.set_threshold(1)  # any tracked allocation would start a collection
         gc.callbacks.append(watch)
         frames = current_frames()
-        assert not any(seen)  # no collection ran while the frames were read
+        assert not any(inside)  # no collection ran while the frames were read
         assert worker.ident in frames and threading.get_ident() in frames
         assert gc.isenabled()  # restored
         gc.disable()

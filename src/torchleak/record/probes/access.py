@@ -21,6 +21,7 @@ import collections
 import gc
 import inspect
 import sys
+import threading
 from collections.abc import Iterator
 from types import FrameType, MemberDescriptorType
 from typing import Any
@@ -176,14 +177,20 @@ def current_frames() -> dict[int, FrameType]:
     holds the interpreter's thread-list lock while it builds its dict; a collection started
     by that allocation can free a ``threading.local``, whose teardown takes the same lock,
     and the process hangs for good (seen: a training loop stopped at a holder walk). CPython
-    gh-106883, fixed the same way from 3.11.9 and 3.12; earlier 3.11 releases need this."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return sys._current_frames()
-    finally:
-        if enabled:
-            gc.enable()
+    gh-106883, fixed the same way from 3.11.9 and 3.12; earlier 3.11 releases need this.
+    One caller at a time: the step timer's thread and a holder walk both read, and one's
+    restore must not switch the collector back on during the other's read."""
+    with _FRAMES_READ:
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return sys._current_frames()
+        finally:
+            if enabled:
+                gc.enable()
+
+
+_FRAMES_READ = threading.Lock()
 
 
 def frame_locals(frame: FrameType) -> dict[str, Any]:

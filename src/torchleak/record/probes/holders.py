@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import threading
 from types import FrameType, GeneratorType
 from typing import Any
