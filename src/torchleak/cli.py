@@ -78,6 +78,9 @@ def _build_parser(argv: Sequence[str]) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from torchleak.system.bytecode import keep_own_bytecode
+
+    keep_own_bytecode()
     args_list = list(sys.argv[1:] if argv is None else argv)
     completing = "_ARGCOMPLETE" in os.environ
     parser = _build_parser(_completion_words() if completing else args_list)

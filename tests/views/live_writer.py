@@ -27,7 +27,7 @@ def main() -> int:
     writer.start()
     for step in range(1, steps + 1):
         writer.add("steps", (step, time.time(), pause * 1000, 0, "train",
-                             300 * MIB + step * MIB, 200 * MIB + step * MIB, None, 0, 0.01))
+                             300 * MIB + step * MIB, 200 * MIB + step * MIB, 0, 0.01))
         if step % 5 == 0:
             writer.add("census", (step, time.time(), 1.0, "schedule", 100 + step, step * MIB,
                                   step, step, 0, 1000))

@@ -29,7 +29,7 @@ def write_steps(writer: TraceWriter, first: int, last: int, leak: bool, cuda: bo
         t = t0 + step * 0.1
         epoch = (step - 1) // 20
         writer.add("steps", (step, t, 100.0, epoch, "train", 320 * MIB + grow, 200 * MIB + grow,
-                             None, step % 700, 0.05))
+                             step % 700, 0.05))
         if step % 5 == 0:
             for i, pid in enumerate((90001, 90002)):
                 writer.add("process_samples", (step, t, pid, "worker", 40 * MIB, (20 + i) * MIB,

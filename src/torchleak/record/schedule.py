@@ -4,8 +4,9 @@ Every probe's cost is measured as it runs. A probe may run at a boundary when th
 spent on expensive probes so far, plus its expected cost, stays within ``budget`` times
 the wall time since monitoring started. The holder walk is cheap (~1-5 ms) and is what
 names leaks, and re-measuring the suspects it found (holders that grew between walks,
-~10-50 µs each) samples them densely, spread out so it never costs more than 3% of
-the steps between its runs: 45% and 42% of the budget; the full census
+~10-50 µs each) samples them densely, spread out so it never costs more than 1% of
+the steps between its runs (3% made it a sub-millisecond loop's largest cost while the
+start-up's budget lasted): 45% and 42% of the budget; the full census
 (~50-250 ms) gets 10% beyond its anchors. Each probe declares its share (``probe.Cost``).
 Anchors: an early step (after the optimizer's lazy state exists), after warm-up, then
 at every doubling of the step count (the holder walk's at every x1.5). The early anchors
@@ -54,7 +55,7 @@ SAMPLES_PER_SERIES = 400
 EARLY_ANCHOR_LIMIT = 50  # anchors up to here are a fixed cost (within ANCHOR_BUDGETS)
 ANCHOR_BUDGETS = 1.5  # the fixed anchors may spend this many budgets of the wall time so far
 WALK_CAP_SECONDS, WALK_CAP_SHARE = 0.3, 0.03  # ... but a walk anchor runs unless dearer
-QUICK_STEP_SHARE = 0.03
+QUICK_STEP_SHARE = 0.01
 MAX_SUSPECTS = 24  # holders the quick re-measure follows
 NEVER = 2**62  # a step no run reaches
 

@@ -54,6 +54,7 @@ if TYPE_CHECKING:
 # exact (an allocator's stairs seen in fewer points: 1.7x off in 1 run of 8, against the
 # program's own reads). Steps in between have no reading (NULL), never a copied one.
 MEMORY_READ_SECONDS = 0.001
+_perf_counter = time.perf_counter  # one lookup at the boundary, not two
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
 
@@ -88,8 +89,14 @@ class Recorder:
         self._modes: Any = None
         self._loaders: Any = None
         self._hook: Any = None
+        self._is_compiling: Callable[[], bool] = lambda: False  # torch's, once it is in
+        self._mark_compiled: Callable[[Any], None] = lambda optimizer: None
         self._requests: collections.deque[Request] = collections.deque()
         self._last_boundary = time.perf_counter()
+        # unix time = perf_counter + this (set again at every memory reading): a boundary
+        # reads one clock, not two
+        self._wall_offset = time.time() - self._last_boundary
+        self._step_row = self.writer.appender("steps")
         self._collections_inside = 0.0  # full collections inside this boundary's probes (s)
         self._in_child = False
         # Woken (set) at the first boundary whose step reaches ``wake_step`` (the live
@@ -143,18 +150,9 @@ class Recorder:
         self._modes.install()
         self._loaders = LoaderWatcher(self.mark)
         self._loaders.install()
-        is_compiling = torch.compiler.is_compiling
-        mark_compiled = step_marker()
-
-        def on_step(optimizer: Any, args: Any, kwargs: Any) -> None:
-            # Inside torch.compile this is all the compiler sees: no graph break, no warning;
-            # the step is counted at run time by the call it puts in (compiled_steps).
-            if is_compiling():
-                mark_compiled(optimizer)
-                return
-            self._on_optimizer_step(optimizer)
-
-        self._hook = register_optimizer_step_post_hook(on_step)
+        self._is_compiling = torch.compiler.is_compiling
+        self._mark_compiled = step_marker()
+        self._hook = register_optimizer_step_post_hook(self._optimizer_hook)
         self.sources.attach()  # loops with no optimizer: forward calls, else time samples
         for key, value in torch_metadata().items():
             self.writer.set_meta(key, value)
@@ -254,24 +252,31 @@ class Recorder:
         return samples
 
     # step boundaries ---------------------------------------------------------------------
-    def _on_optimizer_step(self, optimizer: Any) -> None:
-        """Every ``optimizer.step()`` (the torch hook): a sub-millisecond step pays for
-        every call made here, and ~3x that again in its own code's caches, so the usual
-        boundary is this one function, ``_measure`` and nothing else."""
+    def _optimizer_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """Every ``optimizer.step()`` (torch's global post hook). A sub-millisecond step
+        pays for every call made here, and several times that again in its own code's
+        caches, so the usual boundary is this method, ``_measure`` and nothing else."""
+        if self._is_compiling():
+            # Inside torch.compile this is all the compiler sees: no graph break, no
+            # warning; the step is counted at run time by the call it puts in.
+            self._mark_compiled(optimizer)
+            return
         if self._in_child:
             return
         try:
-            if not self.clock.observe(id(optimizer), optimizer):
+            clock = self.clock
+            key = id(optimizer)
+            if key != clock.steady and not clock.observe(key, optimizer):
                 return
             if self.sources.current != "optimizer":
                 self.sources.switch("optimizer")
             # The program's frame (torch's step wrapper, two up) is taken only for a
             # probe: a frame object made at every step costs the step.
-            self._measure(None, 3)
+            self._measure(None, 2)
         except Exception as err:  # noqa: BLE001 - never raise into training
             self.out.disable("recorder", err)
         if self._requests:
-            self._serve_requests(sys._getframe(2))
+            self._serve_requests(sys._getframe(1))
 
     def manual_step(self, frame: FrameType | None) -> None:
         if self._in_child:
@@ -292,9 +297,14 @@ class Recorder:
 
     def _measure(self, frame: FrameType | None, frame_above: int = 0) -> None:
         """Count and record one boundary; run the probes due. ``frame``: the program's
-        frame, or None to take it ``frame_above`` frames up from here when a probe runs."""
-        start = time.perf_counter()
-        duration_ms = (start - self._last_boundary) * 1000.0
+        frame, or None to take it ``frame_above`` frames up from here when a probe runs.
+
+        Most boundaries of a fast loop read no memory and run no probe: they pay for two
+        clock reads, a few comparisons and one appended row, nothing else (each call or
+        object touched here costs a sub-millisecond step several times its own time, in
+        caches the step had warm)."""
+        start = _perf_counter()
+        last = self._last_boundary
         self.step = step = self.step + 1
         plan = self.plan
         probes = plan is not None and (step >= plan.gate_step or start >= plan.gate_time) \
@@ -302,27 +312,30 @@ class Recorder:
         cuda = self.cuda
         if cuda is not None and step >= cuda.next_step and (start >= cuda.next_time or probes):
             cuda.at_boundary(step, start)
-        rss = uss = None
-        if probes or start >= self._memory_read_next or step <= 2:
+        if probes or start >= self._memory_read_next:
             rss, uss = self._main.read()
-            self._memory_read_next = start + MEMORY_READ_SECONDS
+            gen0: int | None = gc.get_count()[0]
+            # the first two steps both read: the run's memory before and after one step
+            self._memory_read_next = start + MEMORY_READ_SECONDS if step >= 2 else 0.0
+            self._wall_offset = time.time() - start  # the wall clock, resynced
             self.latest = (step, rss, uss)
+        else:
+            rss = uss = gen0 = None
         if probes and plan is not None:
             if frame is None and frame_above:
                 frame = sys._getframe(frame_above)
             self._collections_inside = 0.0
-            plan.run(step, frame, start, start - self._last_boundary, self._run_probe)
-            end = time.perf_counter()
+            plan.run(step, frame, start, start - last, self._run_probe)
+            end = _perf_counter()
             # Our own time at this boundary, less the program's full collections that ran
             # inside a probe (``_run_probe``): neither ours nor the step's.
             own = end - start - self._collections_inside
             plan.scheduler.boundary_done(own)
         else:
-            end = time.perf_counter()
+            end = _perf_counter()
             own = end - start
-        own_ms = own * 1000.0
-        self.writer.add("steps", (step, time.time(), duration_ms, self.epoch, self.phase, rss,
-                                  uss, None, gc.get_count()[0], own_ms))
+        self._step_row((step, start + self._wall_offset, (start - last) * 1000.0, self.epoch,
+                        self.phase, rss, uss, gen0, own * 1000.0))
         if step >= self.wake_step and self.wake is not None:
             self.wake_step = NEVER
             self.wake.set()

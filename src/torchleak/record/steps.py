@@ -69,10 +69,20 @@ class StepClock:
         self._first_cycle: set[int] = set()
         self._since_boundary: dict[int, int] = {}
         self.manual = False
+        # id() of the closer while its next step() closes a step and changes nothing
+        # here (cycle learned, no other optimizer stepped since): the boundary compares
+        # this and skips ``observe``. -1 otherwise.
+        self.steady = -1
 
     def observe(self, optimizer_id: int, optimizer: Any = None) -> bool:
         """Record one optimizer.step() (``optimizer``: the object, to tell when the one
         closing cycles is gone); True when it closes a training step."""
+        closes = self._observe(optimizer_id, optimizer)
+        self.steady = self._closer if (  # type: ignore[assignment]
+            not self.manual and not self._learning and not self._since_boundary) else -1
+        return closes
+
+    def _observe(self, optimizer_id: int, optimizer: Any) -> bool:
         if self.manual:
             return False
         if self._closer is None:
@@ -118,6 +128,7 @@ class StepClock:
 
     def manual_step(self) -> bool:
         self.manual = True
+        self.steady = -1
         return True
 
     @property

@@ -84,7 +84,8 @@ META = Table("meta", "key", "The run's metadata, as JSON values (keys below).", 
 STEPS = Table("steps", "training step", "One row at each step boundary (docs/detection.md "
               "says what one step is).", (
     Column("step", "INTEGER PRIMARY KEY", "1-based training step"),
-    Column("t", "REAL NOT NULL", "unix time at the step boundary"),
+    Column("t", "REAL NOT NULL", "unix time at the step boundary (the monotonic clock's, "
+                                 "set to the wall clock at every memory reading)"),
     Column("duration_ms", "REAL", "wall time since the previous boundary, torchleak's own "
                                   "time excluded"),
     Column("epoch", "INTEGER", "the last `epoch` mark, NULL if none"),
@@ -93,8 +94,7 @@ STEPS = Table("steps", "training step", "One row at each step boundary (docs/det
                              "one a millisecond, and at every step that runs a probe)"),
     Column("uss", "INTEGER", "main process private bytes (resident - shared; see below); "
                              "NULL where `rss` is"),
-    Column("py_blocks", "INTEGER", "`sys.getallocatedblocks()`, when sampled"),
-    Column("gc_count0", "INTEGER", "`gc.get_count()[0]`"),
+    Column("gc_count0", "INTEGER", "`gc.get_count()[0]`, read with `rss` (NULL between)"),
     Column("monitor_ms", "REAL", "torchleak's own time at this boundary (a full collection of "
                                 "the program's heap that ran inside one of its probes excepted)"),
 ))

@@ -160,6 +160,11 @@ class TraceWriter:
         the table's named row. list.append is atomic under the GIL: no lock here."""
         self._buffers[table].append(row)
 
+    def appender(self, table: str) -> Callable[[Sequence[Any]], None]:
+        """``add`` for one table, bound once: the step boundary's row costs one call. Each
+        table keeps its one buffer for the writer's life (a flush takes rows off its front)."""
+        return self._buffers[table].append
+
     def set_meta(self, key: str, value: Any) -> None:
         with self._lock:
             self._meta[key] = value
@@ -178,9 +183,11 @@ class TraceWriter:
             with self._lock:  # held for the swaps only: set_meta never waits on a write
                 for table, rows in self._buffers.items():
                     if rows:
-                        # Swap, so the training thread appends to a fresh list meanwhile.
-                        self._buffers[table] = []
-                        self._pending[table].extend(rows)
+                        # Take the rows there now off the front; what the training thread
+                        # appends meanwhile stays (each step atomic under the GIL).
+                        taken = rows[:]
+                        del rows[:len(taken)]
+                        self._pending[table].extend(taken)
                 meta, self._meta = self._meta, {}
             if self.fault is not None:
                 self._drop_all()
@@ -242,11 +249,13 @@ class TraceWriter:
         with self._lock:
             self._meta = {}
         for table in _INSERT:
-            count = len(self._pending[table]) + len(self._buffers[table])
+            rows = self._buffers[table]
+            taken = len(rows)
+            del rows[:taken]
+            count = len(self._pending[table]) + taken
             if count:
                 self.dropped[table] = self.dropped.get(table, 0) + count
                 self._pending[table] = []
-                self._buffers[table] = []
 
     # judgements and end of run -------------------------------------------------------
     def judge(self, judgement: tuple[Any, ...]) -> None:
