@@ -110,3 +110,21 @@ def test_a_follower_asks_each_tables_columns_once(tmp_path: Path) -> None:
     with rows.columns_known(known):
         assert [m.name for m in rows.read(conn, tables.MARKS)] == ["epoch"]
     assert list(rows.read(conn, tables.STEPS))[0].monitor_ms is None  # outside: asked anew
+
+
+def test_a_bound_appender_keeps_writing_across_flushes(tmp_path: Path) -> None:
+    # The step boundary binds the steps table's append once: every flush must take rows
+    # off that same buffer, and a row appended between flushes must reach the file.
+    from torchleak.trace.writer import TraceWriter
+
+    writer = TraceWriter(tmp_path / "trace.sqlite")
+    add = writer.appender("steps")
+    for step in range(1, 4):
+        add((step, float(step), 1.0, None, "train", None, None, None, 0.01))
+        writer.flush()
+    writer.close()
+    conn = sqlite3.connect(tmp_path / "trace.sqlite")
+    try:
+        assert [s for (s,) in conn.execute("SELECT step FROM steps ORDER BY step")] == [1, 2, 3]
+    finally:
+        conn.close()

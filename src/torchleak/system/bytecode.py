@@ -29,6 +29,8 @@ def keep_own_bytecode() -> None:
             return
     except (OSError, NotImplementedError):  # none yet, or no cache in this interpreter
         pass
+    if not os.access(PACKAGE, os.W_OK):
+        return  # a read-only install: compiling all of it at every start would cost more
     import compileall
 
     try:
