@@ -33,6 +33,12 @@ CONFIRM_MIN_GAP, CONFIRM_SPREAD = 2, 40  # spaced by 2 steps or 1/40 of the step
 # run whatever the budget (a healthy per-epoch list is seen emptied only by a walk right
 # after the epoch), so they are a fixed cost beside the anchors, not the budget's share.
 EVENT_WALKS = frozenset({"phase", "hunt", "end"})
+# ... but a run of many short epochs (a small dataset trained for hundreds of epochs) made
+# a walk at every one: 399 walks, 0.53 s, doubling a 0.8 s loop of 4-step epochs. The first
+# PHASE_WALKS_FREE epoch ends always get theirs; later ones while the phase walks so far,
+# and this one, stay within PHASE_BUDGETS budgets of the wall time so far.
+PHASE_WALKS_FREE = 4
+PHASE_BUDGETS = 1.0
 
 RunProbe = Callable[[Probe, int, "FrameType | None", str], None]
 
@@ -48,6 +54,9 @@ class ProbePlan:
         for probe in (walk, self.quick, *probes):
             scheduler.add(probe.name, probe.cost)
         self.phase_changed = False  # a walk right after each epoch/validation end
+        self.phase_walks = 0  # walks run at an epoch/validation end
+        self.phase_seconds = 0.0  # ... their time
+        self.phase_skipped = 0  # epoch/validation ends whose walk the share could not pay
         self._hunt_left = 0  # full walks still owed to growth no holder explains
         self._hunt_next = 0
         self._probe_hunts: dict[str, list[int]] = {}  # probe -> [runs owed, from step]
@@ -126,6 +135,10 @@ class ProbePlan:
         walk, quick = self.walk, self.quick
         # The quick re-measure's gap depends on the step's time (only read from here on).
         self.scheduler.step_seconds = step_seconds
+        if self.phase_changed and ("holders" in self._disabled
+                                   or not self._affords_phase_walk(start)):
+            self.phase_changed = False
+            self.phase_skipped += "holders" not in self._disabled
         if "holders" not in self._disabled:
             reason = "phase" if self.phase_changed else (
                 "hunt" if self._hunt_left and step >= self._hunt_next
@@ -137,7 +150,11 @@ class ProbePlan:
                     self._hunt_next = step + max(HUNT_MIN_GAP, step // HUNT_SPREAD)
                 if reason in EVENT_WALKS:
                     self.scheduler.outside_budget(walk.name)
+                spent = self.scheduler.costs[walk.name].spent
                 run_probe(walk, step, frame, reason)
+                if reason == "phase":
+                    self.phase_walks += 1
+                    self.phase_seconds += self.scheduler.costs[walk.name].spent - spent
             elif self._confirm_left and step >= self._confirm_next:
                 self._confirm_left -= 1  # a sample the budget cannot pay for is skipped
                 self._confirm_next = step + max(CONFIRM_MIN_GAP, step // CONFIRM_SPREAD)
@@ -159,6 +176,18 @@ class ProbePlan:
             if reason:
                 run_probe(probe, step, frame, reason)
         self.scheduler.plan(quick=bool(walk.suspects), step=step)
+
+    def phase_summary(self) -> dict[str, float]:
+        return {"runs": self.phase_walks, "seconds": round(self.phase_seconds, 4),
+                "skipped": self.phase_skipped}
+
+    def _affords_phase_walk(self, now: float) -> bool:
+        if self.phase_walks < PHASE_WALKS_FREE:
+            return True
+        scheduler = self.scheduler
+        expected = scheduler.costs[self.walk.name].expected
+        return self.phase_seconds + expected <= \
+            PHASE_BUDGETS * scheduler.budget * (now - scheduler.started)
 
     def end(self, step: int, run_probe: RunProbe) -> None:
         """The last walk, once the script has returned: module globals and registries

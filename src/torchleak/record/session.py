@@ -183,6 +183,7 @@ class Recorder:
                                time.perf_counter() - self.scheduler.started, 3),
                            "anchor_probe_seconds": round(self.scheduler.early_spent, 4),
                            "probe_costs": self.scheduler.summary(),
+                           "phase_walks": self.plan.phase_summary() if self.plan else None,
                            "probes_disabled": sorted(self.out.off),
                            "own_memory": self.facts.own_memory}.items():
             self.writer.set_meta(key, value)

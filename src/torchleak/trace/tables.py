@@ -311,6 +311,9 @@ META_KEYS: dict[str, str] = {
                        "recording: the process's under `torchleak run` (start-up included), "
                        "the monitor's in-process",
     "probe_costs": "each probe's runs and seconds",
+    "phase_walks": "the walks at epoch and validation ends: `runs`, `seconds`, and the ends "
+                   "`skipped` (past the first 4, while their walks would pass one budget of "
+                   "the wall time so far)",
     "anchor_probe_seconds": "the probes' fixed cost outside the budget: anchors (start-up "
                             "censuses and holder walks) and the walks the run's events ask "
                             "for (epoch ends, hunts, the end)",
