@@ -92,7 +92,13 @@ class ProbePlan:
         self._open_gate()
 
     def phase_end(self) -> None:
-        """An epoch or validation ended: a walk at the next boundary."""
+        """An epoch or validation ended: a walk at the next boundary, if its share allows
+        (decided here: a boundary opened for a walk it then skips costs a fast loop too)."""
+        if "holders" in self._disabled:
+            return
+        if not self._affords_phase_walk(time.perf_counter()):
+            self.phase_skipped += 1
+            return
         self.phase_changed = True
         self._open_gate()
 
@@ -135,10 +141,6 @@ class ProbePlan:
         walk, quick = self.walk, self.quick
         # The quick re-measure's gap depends on the step's time (only read from here on).
         self.scheduler.step_seconds = step_seconds
-        if self.phase_changed and ("holders" in self._disabled
-                                   or not self._affords_phase_walk(start)):
-            self.phase_changed = False
-            self.phase_skipped += "holders" not in self._disabled
         if "holders" not in self._disabled:
             reason = "phase" if self.phase_changed else (
                 "hunt" if self._hunt_left and step >= self._hunt_next
