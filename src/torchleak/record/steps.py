@@ -78,8 +78,9 @@ class StepClock:
         """Record one optimizer.step() (``optimizer``: the object, to tell when the one
         closing cycles is gone); True when it closes a training step."""
         closes = self._observe(optimizer_id, optimizer)
-        self.steady = self._closer if (  # type: ignore[assignment]
-            not self.manual and not self._learning and not self._since_boundary) else -1
+        closer = self._closer
+        self.steady = closer if (closer is not None and not self.manual
+                                 and not self._learning and not self._since_boundary) else -1
         return closes
 
     def _observe(self, optimizer_id: int, optimizer: Any) -> bool:
