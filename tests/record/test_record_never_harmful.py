@@ -121,7 +121,17 @@ CYCLES = """
     import gc
     import weakref
 
+
+    class Early:
+        def __init__(self):
+            self.me = self
+
+
+    gc.disable()  # what the script drops before `import torch` is garbage still at the import
+    early = [weakref.ref(Early()) for _ in range(5_000)]
     import torch
+
+    gc.enable()
 
 
     class Node:
@@ -134,6 +144,7 @@ CYCLES = """
     print("alive before any gc.collect() under 2,000:", sum(r() is not None for r in refs) < 2000)
     gc.collect()
     print("alive after gc.collect():", sum(r() is not None for r in refs))
+    print("made before import torch, alive:", sum(r() is not None for r in early))
     print("objects frozen before the script:", gc.get_freeze_count())
 """
 
@@ -298,6 +309,8 @@ def test_the_scripts_cycles_are_collected_as_under_python(runs: RunPool) -> None
     assert plain.returncode == recorded.proc.returncode == 0, recorded.proc.stderr
     for out in (plain.stdout, recorded.proc.stdout):
         assert "under 2,000: True" in out and "alive after gc.collect(): 0" in out, out
+        # garbage made before `import torch` is collected, never frozen with torch's objects
+        assert "made before import torch, alive: 0" in out, out
     # torchleak's start-up objects and torch's import objects (~166,000) are out of the
     # collector's sight, none the script made after its `import torch`: the 20,000 cycles
     # above were collected.

@@ -22,6 +22,7 @@ class _TorchImportFinder(importlib.abc.MetaPathFinder):
 
     def __init__(self) -> None:
         self.callbacks: list[Callable[[], None]] = []
+        self.starting: list[Callable[[], None]] = []  # run as torch's import begins
         self._busy = False
 
     def find_spec(self, fullname: str, path: Sequence[str] | None,
@@ -40,6 +41,8 @@ class _TorchImportFinder(importlib.abc.MetaPathFinder):
         finder = self
 
         def exec_module(module: ModuleType) -> None:
+            starting, finder.starting = finder.starting, []
+            _call_each(starting)
             try:
                 original(module)
             finally:
@@ -52,16 +55,20 @@ class _TorchImportFinder(importlib.abc.MetaPathFinder):
 
     def fire(self) -> None:
         callbacks, self.callbacks = self.callbacks, []
-        for callback in callbacks:
-            try:
-                callback()
-            except Exception:  # noqa: BLE001 - the program's import must succeed whatever we do
-                pass
+        _call_each(callbacks)
 
     def remove(self) -> None:
         try:
             sys.meta_path.remove(self)
         except ValueError:
+            pass
+
+
+def _call_each(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:  # noqa: BLE001 - the program's import must succeed whatever we do
             pass
 
 
@@ -79,22 +86,25 @@ def _find_with_others(me: Any, fullname: str, path: Sequence[str] | None,
 _finder = _TorchImportFinder()
 
 
-def when_torch_imported(callback: Callable[[], None]) -> Callable[[], None]:
-    """Run ``callback`` once torch is imported (now, if it already is). Returns a function
-    that cancels the wait."""
+def when_torch_imported(callback: Callable[[], None],
+                        before: Callable[[], None] | None = None) -> Callable[[], None]:
+    """Run ``callback`` once torch is imported (now, if it already is), and ``before`` as
+    its import begins (never, if it already is imported). Returns a function that cancels
+    the wait."""
     if "torch" in sys.modules and hasattr(sys.modules["torch"], "optim"):
-        try:
-            callback()
-        except Exception:  # noqa: BLE001
-            pass
+        _call_each([callback])
         return lambda: None
     _finder.callbacks.append(callback)
+    if before is not None:
+        _finder.starting.append(before)
     if _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)
 
     def cancel() -> None:
         if callback in _finder.callbacks:
             _finder.callbacks.remove(callback)
+        if before in _finder.starting:
+            _finder.starting.remove(before)
         if not _finder.callbacks:
             _finder.remove()
 
