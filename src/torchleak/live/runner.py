@@ -127,11 +127,11 @@ def freeze_startup_objects() -> None:
     modules add brought one more full collection forward once torch was loaded (~90 ms),
     and the ~166,000 torch's import leaves cost each full collection ~80 ms on a 2-core
     machine (a run of a few seconds makes five). The program's garbage is collected before
-    each freeze, never frozen (torch's import's own few kB of cycles are). The script's objects made after its ``import torch`` are collected as
-    under python. The limit: those it made before that line are frozen too, so one that
-    later becomes garbage inside a reference cycle stays (freed by reference count it goes
-    as usual); what a script makes above that line is almost always module-level state
-    kept to its end. At exit everything frozen is put back in sight (the last ``atexit``
+    each freeze, never frozen (torch's import's own few kB of cycles are). The script's
+    objects made after its ``import torch`` are collected as under python. The limit:
+    those it made before that line are frozen too, so one that later becomes garbage
+    inside a reference cycle stays (freed by reference count it goes as usual); what a
+    script makes above that line is almost always module-level state kept to its end. At exit everything frozen is put back in sight (the last ``atexit``
     call), so the script's module and what it keeps are finalised as under python: frozen,
     an object's ``__del__`` at exit never ran, and a file the script never closed lost
     what it had buffered. The interpreter's teardown then costs what it costs under
