@@ -38,6 +38,8 @@ from pathlib import Path
 
 import psutil
 
+from torchleak.trace.tables import STEPS
+
 LOOP = """
 import torch
 import torch.distributed as dist
@@ -95,14 +97,17 @@ def stretch(source: Path, target: Path, steps: int, grows: bool, killed: bool,
         "SELECT (SELECT uss FROM steps WHERE step = ?), (SELECT uss FROM steps WHERE step = ?)",
         (base + 1, last)).fetchone()
     rate = max((end_uss - start_uss) / period, 1024.0) if grows else 0.0
+    # Every column of the steps table as declared, copied from the repeated step but for
+    # the step itself, its time and the memory that keeps growing.
+    grown = {"step": "k.i", "t": "s.t + (k.i - s.step) * 0.001",
+             "rss": "s.rss + CAST(:rate * (k.i - s.step) AS INTEGER)",
+             "uss": "s.uss + CAST(:rate * (k.i - s.step) AS INTEGER)"}
     conn.execute(
-        "WITH RECURSIVE k(i) AS (SELECT ? UNION ALL SELECT i + 1 FROM k WHERE i < ?) "
-        "INSERT INTO steps (step, t, duration_ms, epoch, phase, rss, uss, py_blocks, gc_count0, "
-        "monitor_ms) SELECT k.i, s.t + (k.i - s.step) * 0.001, s.duration_ms, s.epoch, s.phase, "
-        "s.rss + CAST(? * (k.i - s.step) AS INTEGER), s.uss + CAST(? * (k.i - s.step) AS INTEGER), "
-        "s.py_blocks, s.gc_count0, s.monitor_ms FROM k JOIN steps s "
-        "ON s.step = ? + 1 + ((k.i - ? - 1) % ?)",
-        (last + 1, steps, rate, rate, base, base, period))
+        "WITH RECURSIVE k(i) AS (SELECT :first UNION ALL SELECT i + 1 FROM k WHERE i < :steps) "
+        f"INSERT INTO steps ({', '.join(STEPS.names)}) "
+        f"SELECT {', '.join(grown.get(name, 's.' + name) for name in STEPS.names)} "
+        "FROM k JOIN steps s ON s.step = :base + 1 + ((k.i - :base - 1) % :period)",
+        {"first": last + 1, "steps": steps, "rate": rate, "base": base, "period": period})
     # The detector's last pass just before the end, the final report at it.
     conn.execute("UPDATE judgements SET step = ? WHERE phase = 'live'", (steps - 5,))
     conn.execute("UPDATE judgements SET step = ?, report = json_set(report, '$.steps', ?) "
