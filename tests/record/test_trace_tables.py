@@ -128,3 +128,83 @@ def test_a_bound_appender_keeps_writing_across_flushes(tmp_path: Path) -> None:
         assert [s for (s,) in conn.execute("SELECT step FROM steps ORDER BY step")] == [1, 2, 3]
     finally:
         conn.close()
+
+
+# Values a row may carry, each as a per-row insert stores it: the batch insert must store
+# the same (types included), and rows JSON cannot carry exactly must still be written.
+ODD_ROWS = [
+    (1, 1_700_000_000.123456789, 0.1 + 0.2, None, "train", 2**62, 0, 7, 1e-9),
+    (2, 1.0, 5e-324, 3, "validation_étape ✓ 🚀", -1, None, None, 123456.789),
+    (3, 2.5, 1e300, 0, "bad\udcffname", True, False, 0, -0.0),
+]
+
+
+def _stored(path: Path) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(path)
+    try:
+        names = ", ".join(f"{n}, typeof({n})" for n in tables.STEPS.names)
+        return conn.execute(f"SELECT {names} FROM steps ORDER BY step").fetchall()
+    finally:
+        conn.close()
+
+
+def _write(path: Path, rows: list[tuple[object, ...]], batch: bool) -> None:
+    from torchleak.trace import writer as trace_writer
+
+    writer = trace_writer.TraceWriter(path)
+    writer._json_rows = batch
+    for row in rows:
+        writer.add("steps", row)
+    writer.flush()
+    assert writer.fault is None
+    writer.close()
+
+
+def test_a_flush_writes_rows_in_one_statement_exactly_as_row_by_row(tmp_path: Path) -> None:
+    from torchleak.trace import writer as trace_writer
+
+    seen: list[str] = []
+    real_connect = trace_writer.connect_for_writing
+
+    class Traced(sqlite3.Connection):
+        def executemany(self, sql: str, rows: object) -> sqlite3.Cursor:
+            seen.append("many " + sql.split()[4])
+            return super().executemany(sql, rows)  # type: ignore[arg-type]
+
+    def connect(path: Path, claim: bool) -> sqlite3.Connection:
+        conn = real_connect(path, claim)
+        conn.close()
+        traced = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None,
+                                 factory=Traced)
+        return traced
+
+    trace_writer.connect_for_writing = connect  # type: ignore[assignment]
+    try:
+        _write(tmp_path / "batch.sqlite", ODD_ROWS, batch=True)
+    finally:
+        trace_writer.connect_for_writing = real_connect  # type: ignore[assignment]
+    assert not [s for s in seen if "steps" in s]  # no row-by-row insert of the steps
+    _write(tmp_path / "rows.sqlite", ODD_ROWS, batch=False)
+    assert _stored(tmp_path / "batch.sqlite") == _stored(tmp_path / "rows.sqlite")
+    assert len(_stored(tmp_path / "rows.sqlite")) == 3
+
+
+def test_rows_json_cannot_carry_and_an_sqlite_without_json_are_still_written(
+        tmp_path: Path) -> None:
+    from torchleak.trace import writer as trace_writer
+
+    nan_rows = [(1, 1.0, float("nan"), None, "train", None, None, None, float("inf")),
+                *ODD_ROWS[1:]]
+    _write(tmp_path / "batch.sqlite", nan_rows, batch=True)
+    _write(tmp_path / "rows.sqlite", nan_rows, batch=False)
+    assert _stored(tmp_path / "batch.sqlite") == _stored(tmp_path / "rows.sqlite")
+    # A library with no JSON functions is found out at the start, not at a flush.
+    assert trace_writer._json_rows_supported(sqlite3.connect(":memory:"))
+
+    class NoJson(sqlite3.Connection):
+        def execute(self, sql: str, *args: object) -> sqlite3.Cursor:
+            if "json_" in sql:
+                raise sqlite3.OperationalError("no such function: json_each")
+            return super().execute(sql, *args)  # type: ignore[arg-type]
+
+    assert not trace_writer._json_rows_supported(sqlite3.connect(":memory:", factory=NoJson))
