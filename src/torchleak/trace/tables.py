@@ -54,12 +54,6 @@ class Table:
         return (f"INSERT OR REPLACE INTO {self.name} ({', '.join(self.names)}) "
                 f"VALUES ({', '.join('?' * len(self.columns))})")
 
-    def insert_many(self) -> str:
-        """One INSERT of many rows, given as one JSON array of row arrays (its ``?``)."""
-        values = ", ".join(f"json_extract(value, '$[{i}]')" for i in range(len(self.columns)))
-        return (f"INSERT OR REPLACE INTO {self.name} ({', '.join(self.names)}) "
-                f"SELECT {values} FROM json_each(?) ORDER BY key")
-
 
 @dataclass(frozen=True)
 class View:

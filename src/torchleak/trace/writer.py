@@ -27,8 +27,6 @@ from torchleak.trace.schema import ALL_DDL, LOCK_FILENAME, SCHEMA_VERSION
 from torchleak.trace.tables import APPENDED, JUDGEMENTS
 
 _INSERT = {table.name: table.insert() for table in APPENDED}
-_INSERT_MANY = {table.name: table.insert_many() for table in APPENDED}
-JSON_BATCH_ROWS = 20_000  # rows per INSERT of a JSON batch (~2 MB of text at most)
 MAX_PENDING_ROWS = 200_000  # rows waiting for a locked database, per table
 MAX_FAILURES = 3  # consecutive failed flushes (other than 'busy') before switching off
 BUSY_TIMEOUT = 1.0  # seconds one flush waits for another process's lock
@@ -80,43 +78,6 @@ def _valid_row(row: Sequence[Any]) -> Sequence[Any]:
     if any(type(v) is str and not v.isascii() for v in row):
         return tuple(_valid(v) if type(v) is str else v for v in row)
     return row
-
-
-def _json_rows_supported(conn: sqlite3.Connection) -> bool:
-    """Whether this SQLite has the JSON functions a batch INSERT uses (built in since
-    3.38; an older library may lack them)."""
-    try:
-        found = conn.execute("SELECT json_extract(value, '$[0]') FROM json_each('[[1]]')"
-                             ).fetchall()
-    except sqlite3.Error:
-        return False
-    return found == [(1,)]
-
-
-def _insert_rows(conn: sqlite3.Connection, table: str, rows: list[Sequence[Any]],
-                 as_json: bool) -> None:
-    """A table's buffered rows, in one statement per ``JSON_BATCH_ROWS``.
-
-    ``executemany`` lets go of the GIL around every row's insert and takes it back, so a
-    flush of a fast loop's ~600 rows hands the GIL to and from the training thread, mid-
-    step, ~600 times; as one JSON array SQLite reads every row with the GIL let go once.
-    On a busy host that showed (a 0.43 ms step's median +7-9 µs with flushes row by row,
-    none as one statement, in 2 runs of 7; within ±2 µs both ways in the other 5:
-    ``benchmarks/writer_flush.py``, BENCHMARKS.md). Rows JSON cannot carry exactly (NaN,
-    infinities, other types) go row by row."""
-    valid = [_valid_row(r) for r in rows]
-    if as_json:
-        try:
-            batches = [json.dumps(valid[i:i + JSON_BATCH_ROWS], ensure_ascii=False,
-                                  allow_nan=False)
-                       for i in range(0, len(valid), JSON_BATCH_ROWS)]
-        except (TypeError, ValueError):
-            pass
-        else:
-            for text in batches:
-                conn.execute(_INSERT_MANY[table], (text,))
-            return
-    conn.executemany(_INSERT[table], valid)
 
 
 def _create_exclusively(path: Path) -> None:
@@ -179,7 +140,6 @@ class TraceWriter:
         except BaseException:
             self._lock_file.release()
             raise
-        self._json_rows = _json_rows_supported(self._conn)
         self._buffers: dict[str, list[Sequence[Any]]] = {t: [] for t in _INSERT}
         self._pending: dict[str, list[Sequence[Any]]] = {t: [] for t in _INSERT}
         self._meta: dict[str, Any] = {}
@@ -253,7 +213,7 @@ class TraceWriter:
         try:
             for table, rows in self._pending.items():
                 if rows:
-                    _insert_rows(conn, table, rows, self._json_rows)
+                    conn.executemany(_INSERT[table], [_valid_row(r) for r in rows])
             conn.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                              [(_valid(k), _dumps(v)) for k, v in meta.items()])
             conn.execute("COMMIT")
