@@ -3,14 +3,12 @@ training scripts for tens of minutes and is not part of the test suite)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
-from types import ModuleType
 
 import pytest
+from benchkit import BENCHMARKS, load_benchmark
 
-ROOT = Path(__file__).resolve().parents[2] / "benchmarks" / "detection"
+ROOT = BENCHMARKS / "detection"
 SOURCE = """import torch
 
 def main():
@@ -22,15 +20,7 @@ ENTRY = {"script": "train.py", "leaky": True, "steps": 10, "holder": ["history"]
          "sites": ["history[step] ="]}
 
 
-def _score() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("detection_score", ROOT / "score.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-score = _score()
+score = load_benchmark("detection/score.py", "detection_score")
 
 
 def test_sites_are_resolved_to_line_numbers() -> None:

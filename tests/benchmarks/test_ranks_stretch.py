@@ -3,25 +3,14 @@ recorder wrote: its SQL must follow the steps table as declared, whatever column
 
 from __future__ import annotations
 
-import importlib.util
 import sqlite3
 import sys
 from pathlib import Path
-from types import ModuleType
+
+from benchkit import load_benchmark
 
 from torchleak.record.session import Recorder
 from torchleak.trace.tables import STEPS
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
-
-def _ranks() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ranks_benchmark", BENCHMARKS / "ranks.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def _recorded(folder: Path, steps: int) -> Path:
     """A trace of ``steps`` boundaries, each with a memory reading (the recorder's spacing
@@ -39,7 +28,7 @@ def _recorded(folder: Path, steps: int) -> Path:
 
 def test_a_stretched_trace_keeps_every_declared_column_and_grows_at_its_rate(
         tmp_path: Path) -> None:
-    ranks = _ranks()
+    ranks = load_benchmark("ranks.py", "ranks_benchmark")
     source = _recorded(tmp_path / "source", 40)
     target = tmp_path / "job" / "rank1" / "trace.sqlite"
     ranks.stretch(source, target, 400, grows=True, killed=True)
