@@ -131,10 +131,11 @@ def freeze_startup_objects() -> None:
     objects made after its ``import torch`` are collected as under python. The limit:
     those it made before that line are frozen too, so one that later becomes garbage
     inside a reference cycle stays (freed by reference count it goes as usual); what a
-    script makes above that line is almost always module-level state kept to its end. At exit everything frozen is put back in sight (the last ``atexit``
-    call), so the script's module and what it keeps are finalised as under python: frozen,
-    an object's ``__del__`` at exit never ran, and a file the script never closed lost
-    what it had buffered. The interpreter's teardown then costs what it costs under
+    script makes above that line is almost always module-level state kept to its end. At
+    exit everything frozen is put back in sight (the last ``atexit`` call), so the
+    script's module and what it keeps are finalised as under python: frozen, an object's
+    ``__del__`` at exit never ran, and a file the script never closed lost what it had
+    buffered. The interpreter's teardown then costs what it costs under
     python (~0.25 s after ``import torch``; leaving it out needs the program's modules
     finalised first, and garbage torch's import leaves holds them: BENCHMARKS.md)."""
     _collect_then_freeze()
