@@ -109,3 +109,36 @@ def test_wrong_types_in_rows(pristine: Path, tmp_path: Path, table: str,
     conn.commit()
     conn.close()
     _check_views(run, capsys)
+
+
+NOT_UTF8 = b"\x80caf\xc3"  # a continuation byte first, a lead byte cut off last
+
+
+@pytest.mark.parametrize("where", ["meta key", "meta value", "steps", "holders", "marks",
+                                   "table name", "view"])
+def test_text_that_is_not_utf8(pristine: Path, tmp_path: Path, where: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    # A scribbled byte inside a name leaves text SQLite stores but cannot be decoded:
+    # every view still answers (the damaged characters shown as such) or says one line.
+    run = _copy(pristine, tmp_path)
+    trace = run / "trace.sqlite"
+    if where in ("table name", "view"):  # bytes of the schema itself
+        data = trace.read_bytes()
+        name, damaged = ((b"tablemarksmarks", b"table\x80arksmarks") if where == "table name"
+                         else (b"f.value AS json", b"f.val\x80e AS json"))
+        assert data.count(name) == 1
+        trace.write_bytes(data.replace(name, damaged))
+    else:
+        conn = sqlite3.connect(trace)
+        bad = f"CAST(x'{NOT_UTF8.hex()}' AS TEXT)"
+        if where.startswith("meta"):
+            key, value = (bad, "'1'") if where == "meta key" else ("'name'", bad)
+            conn.execute(f"INSERT OR REPLACE INTO meta(key, value) VALUES ({key}, {value})")
+        else:
+            texts = [r[1] for r in conn.execute(f"PRAGMA table_info({where})")
+                     if r[2] == "TEXT"]
+            assert texts, where
+            conn.execute(f"UPDATE {where} SET {', '.join(f'{c} = {bad}' for c in texts)}")
+        conn.commit()
+        conn.close()
+    _check_views(run, capsys)

@@ -61,6 +61,9 @@ def run_query(trace: str | Path, sql: str, timeout: float = 60.0) -> QueryResult
             raise BadInput(_explain(err)) from None
         except sqlite3.DatabaseError as err:
             raise BadInput(_explain(err)) from None
+        except UnicodeDecodeError as err:  # a name in a damaged view, quoted by SQLite
+            raise BadInput(f"the trace's schema is damaged ({err}): query its tables, "
+                           "not its views") from None
         if stop.interrupted:
             raise KeyboardInterrupt
     return QueryResult(columns, rows[:MAX_ROWS], truncated=len(rows) > MAX_ROWS)

@@ -28,6 +28,8 @@ def _rows(conn: sqlite3.Connection, sql: str, params: tuple[Any, ...] = ()) -> I
         if "no such table" in str(err) or "no such column" in str(err):
             return
         raise
+    except UnicodeDecodeError as err:  # SQLite's message quotes a damaged view's bytes
+        raise sqlite3.DatabaseError(f"the trace's schema is damaged ({err})") from None
     while True:
         batch = cursor.fetchmany(4096)
         if not batch:
