@@ -245,10 +245,12 @@ def main() -> None:
     if not args.table_only:
         for entry in chosen:
             # Interleaved: each repeat runs plain Python beside torchleak, so each
-            # recorded run's wall time is compared with a plain run made just before it
-            # (one plain run for all repeats made its noise every ratio's).
+            # recorded run's wall time is compared with a plain run made beside it (one
+            # plain run for all repeats made its noise every ratio's). The order rotates
+            # with the repeat, so no tool always runs first or last.
             for repeat in range(args.repeats):
-                for tool in tools:
+                shift = repeat % len(tools)
+                for tool in tools[shift:] + tools[:shift]:
                     if repeat and tool not in REPEATED:
                         continue  # the peers: once each
                     result = run_one(tool, entry, repeat, args.results, args.baseline)

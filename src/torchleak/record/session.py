@@ -47,13 +47,17 @@ if TYPE_CHECKING:
     from torchleak.record.plan import ProbePlan
     from torchleak.record.probes.holders import HolderSample
 
-# The process's memory is read at a boundary at most this often (and at every boundary
-# that runs a probe): a read is a system call that slows a sub-millisecond step by ~10-15
-# us (its caches). Spacing the reads out further with the run's length (2-10 ms) saved
-# ~0.5% of a 0.44 ms step but made the rates printed for a short run of fast steps less
-# exact (an allocator's stairs seen in fewer points: 1.7x off in 1 run of 8, against the
-# program's own reads). Steps in between have no reading (NULL), never a copied one.
+# The process's memory is read at a boundary at most every MEMORY_READ_SECONDS while it
+# moves, and at every boundary that runs a probe. A read is a system call that slows a
+# sub-millisecond step by several times its own ~1.5 us (the kernel's work evicts the
+# step's caches), so while readings come back unchanged the spacing doubles, up to
+# MEMORY_READ_MAX_SECONDS; the first reading that differs makes it dense again. A flat
+# run loses nothing (its memory is the same in between); a growing one is read as densely
+# as before (spacing all reads out to 2 ms made a short run's printed rate less exact: an
+# allocator's stairs seen in fewer points). Steps in between have no reading (NULL), never
+# a copied one.
 MEMORY_READ_SECONDS = 0.001
+MEMORY_READ_MAX_SECONDS = 0.008
 _perf_counter = time.perf_counter  # one lookup at the boundary, not two
 # A request runs on the training thread at the next boundary, with the user's frame.
 Request = Callable[[FrameType | None], None]
@@ -108,6 +112,8 @@ class Recorder:
         # The newest memory reading, for framework loggers and attach: (step, rss, uss).
         self.latest: tuple[int, int, int] | None = None
         self._memory_read_next = 0.0  # perf_counter from which the next boundary reads
+        self._memory_read_gap = MEMORY_READ_SECONDS  # doubled while readings repeat
+        self._memory_last: tuple[int, int] = (0, 0)  # (rss, uss) of the last reading
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -316,8 +322,13 @@ class Recorder:
         if probes or start >= self._memory_read_next:
             rss, uss = self._main.read()
             gen0: int | None = gc.get_count()[0]
+            if (rss, uss) == self._memory_last:
+                self._memory_read_gap = min(2 * self._memory_read_gap, MEMORY_READ_MAX_SECONDS)
+            else:
+                self._memory_read_gap = MEMORY_READ_SECONDS
+                self._memory_last = (rss, uss)
             # the first two steps both read: the run's memory before and after one step
-            self._memory_read_next = start + MEMORY_READ_SECONDS if step >= 2 else 0.0
+            self._memory_read_next = start + self._memory_read_gap if step >= 2 else 0.0
             self._wall_offset = time.time() - start  # the wall clock, resynced
             self.latest = (step, rss, uss)
         else:

@@ -23,7 +23,8 @@ LOCK_FILENAME = "trace.lock"
 # allocated: CUDA allocated MiB of device 0 (the latest sample at or before the step: a
 # fast loop's counters are read every few steps) once CUDA is recorded, else USS MiB.
 # rss, uss: the latest reading at or before the step (a fast loop's memory is read at most
-# once a millisecond: steps between readings have none in ``steps``).
+# once a millisecond, less often while it stays the same: steps between readings have none
+# in ``steps``).
 # workers_uss: the latest sample of each worker at or before the step, summed.
 TORCH_TRACE_VIEW = """
 CREATE VIEW IF NOT EXISTS torch_trace AS

@@ -91,7 +91,8 @@ STEPS = Table("steps", "training step", "One row at each step boundary (docs/det
     Column("epoch", "INTEGER", "the last `epoch` mark, NULL if none"),
     Column("phase", "TEXT", "`train`, or the phase a mark opened"),
     Column("rss", "INTEGER", "main process resident bytes; NULL between readings (at most "
-                             "one a millisecond, and at every step that runs a probe)"),
+                             "one a millisecond while memory moves, up to 8 ms apart while "
+                             "it stays the same, and at every step that runs a probe)"),
     Column("uss", "INTEGER", "main process private bytes (resident - shared; see below); "
                              "NULL where `rss` is"),
     Column("gc_count0", "INTEGER", "`gc.get_count()[0]`, read with `rss` (NULL between)"),
