@@ -96,7 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(execute(args))
     except TorchleakError as err:
-        print(f"torchleak: error: {err}", file=sys.stderr)
+        # One line, whatever it quotes (SQLite's messages quote SQL with its newlines).
+        print(f"torchleak: error: {' '.join(str(err).split())}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         return 130

@@ -5,6 +5,7 @@ is the process's own, read from the kernel as in any run."""
 
 from __future__ import annotations
 
+import mmap
 import sqlite3
 import sys
 from collections.abc import Callable, Iterator
@@ -17,6 +18,7 @@ from torchleak.record import session
 from torchleak.record.session import MEMORY_READ_MAX_SECONDS, MEMORY_READ_SECONDS, Recorder
 
 STEP_SECONDS = 0.0005  # a sub-millisecond step: 1 ms between reads is every second step
+LEAK_BYTES = 256 << 10
 
 
 class SteppedClock:
@@ -61,15 +63,24 @@ def _readings(trace: Path) -> list[int]:
 
 
 def _record(tmp_path: Path, clock: SteppedClock, phases: list[tuple[int, bool]]) -> list[int]:
-    """Steps read, over phases of (steps, leaking): a leaking step keeps 256 KiB written."""
+    """Steps read, over phases of (steps, leaking): a leaking step keeps 256 KiB written
+    in new pages (mapped for it: the C heap of a process that ran other tests may hold
+    enough freed memory to take a leak of bytes objects without growing)."""
     recorder = Recorder(tmp_path / "trace.sqlite", {"script": "loop.py"})
     recorder.start()
-    kept: list[bytes] = []
+    kept: list[mmap.mmap] = []
+
+    def leak(step: int) -> None:
+        buffer = mmap.mmap(-1, LEAK_BYTES)
+        buffer.write(b"x" * LEAK_BYTES)
+        kept.append(buffer)
+
     for steps, leaking in phases:
-        _train(steps, clock, recorder,
-               (lambda step: kept.append(b"x" * (256 << 10))) if leaking else (lambda step: None))
+        _train(steps, clock, recorder, leak if leaking else (lambda step: None))
     recorder.stop("finished", 0)
     recorder.close()
+    for buffer in kept:
+        buffer.close()
     return _readings(tmp_path / "trace.sqlite")
 
 

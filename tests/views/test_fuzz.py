@@ -115,17 +115,20 @@ NOT_UTF8 = b"\x80caf\xc3"  # a continuation byte first, a lead byte cut off last
 
 
 @pytest.mark.parametrize("where", ["meta key", "meta value", "steps", "holders", "marks",
-                                   "table name", "view"])
-def test_text_that_is_not_utf8(pristine: Path, tmp_path: Path, where: str,
+                                   "table name", "view", "view syntax"])
+def test_damaged_text_and_schema(pristine: Path, tmp_path: Path, where: str,
                                capsys: pytest.CaptureFixture[str]) -> None:
-    # A scribbled byte inside a name leaves text SQLite stores but cannot be decoded:
-    # every view still answers (the damaged characters shown as such) or says one line.
+    # A scribbled byte inside a name leaves text SQLite stores but cannot be decoded, and
+    # one inside the schema's SQL an error that quotes it: every view still answers (the
+    # damaged characters shown as such) or says one line.
     run = _copy(pristine, tmp_path)
     trace = run / "trace.sqlite"
-    if where in ("table name", "view"):  # bytes of the schema itself
+    if where in ("table name", "view", "view syntax"):  # bytes of the schema itself
         data = trace.read_bytes()
-        name, damaged = ((b"tablemarksmarks", b"table\x80arksmarks") if where == "table name"
-                         else (b"f.value AS json", b"f.val\x80e AS json"))
+        name, damaged = {"table name": (b"tablemarksmarks", b"table\x80arksmarks"),
+                         "view": (b"f.value AS json", b"f.val\x80e AS json"),
+                         # SQLite's message quotes the SQL around it, newlines and all
+                         "view syntax": (b"AS culprit,", b"AS c'lprit,")}[where]
         assert data.count(name) == 1
         trace.write_bytes(data.replace(name, damaged))
     else:
