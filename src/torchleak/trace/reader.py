@@ -174,9 +174,9 @@ def _connect(path: Path, target: str, uri: bool = True) -> sqlite3.Connection:
 
 
 def _text(raw: bytes) -> str:
-    """A TEXT value as a string, damaged bytes shown as U+FFFD: a scribbled byte in a name
-    is read as what is left of it, never an error in every view (~0.1 s a million values
-    more than SQLite's strict decoding)."""
+    """A TEXT value as a string, damaged bytes shown as U+FFFD: a name with a scribbled
+    byte reads as what is left of it in every view, never as an error (~0.1 s a million
+    values more than strict decoding)."""
     return raw.decode("utf-8", "replace")
 
 
