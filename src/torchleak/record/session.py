@@ -113,7 +113,6 @@ class Recorder:
         self.latest: tuple[int, int, int] | None = None
         self._memory_read_next = 0.0  # perf_counter from which the next boundary reads
         self._memory_read_gap = MEMORY_READ_SECONDS  # doubled while readings repeat
-        self._memory_last: tuple[int, int] = (0, 0)  # (rss, uss) of the last reading
 
     # lifecycle -------------------------------------------------------------------------
     def start(self) -> None:
@@ -322,11 +321,11 @@ class Recorder:
         if probes or start >= self._memory_read_next:
             rss, uss = self._main.read()
             gen0: int | None = gc.get_count()[0]
-            if (rss, uss) == self._memory_last:
+            previous = self.latest  # the last reading, as framework loggers see it
+            if previous is not None and previous[1] == rss and previous[2] == uss:
                 self._memory_read_gap = min(2 * self._memory_read_gap, MEMORY_READ_MAX_SECONDS)
             else:
                 self._memory_read_gap = MEMORY_READ_SECONDS
-                self._memory_last = (rss, uss)
             # the first two steps both read: the run's memory before and after one step
             self._memory_read_next = start + self._memory_read_gap if step >= 2 else 0.0
             self._wall_offset = time.time() - start  # the wall clock, resynced
